@@ -1,0 +1,69 @@
+"""The exception tree. Every error a tool can return is one of these.
+
+    ResearchStoreError              code "internal",            exit 1
+     ├── InvalidInput               code "invalid_input",       exit 2
+     ├── NotEntitled                code "not_entitled",        exit 3
+     ├── UpstreamUnavailable        code "upstream_unavailable", exit 4
+     └── StoreLocked                code "upstream_unavailable", exit 75
+
+The tool layer turns them into ``{"error": {...}}`` envelopes, the CLI into
+messages and exit codes, the MCP server into ``isError`` results.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ResearchStoreError(Exception):
+    """Root of every researchstore error: our own bad data or a bug."""
+
+    code = "internal"
+    exit_code = 1
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        field: str | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.details = details
+
+    def to_envelope(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.field is not None:
+            error["field"] = self.field
+        if self.details:
+            error["details"] = self.details
+        return {"error": error}
+
+
+class InvalidInput(ResearchStoreError):
+    """An argument is missing, of the wrong type or out of range."""
+
+    code = "invalid_input"
+    exit_code = 2
+
+
+class NotEntitled(ResearchStoreError):
+    """The caller's key lacks the scope or workspace this call needs."""
+
+    code = "not_entitled"
+    exit_code = 3
+
+
+class UpstreamUnavailable(ResearchStoreError):
+    """The store or a remote source cannot be reached right now; retry later."""
+
+    code = "upstream_unavailable"
+    exit_code = 4
+
+
+class StoreLocked(UpstreamUnavailable):
+    """Another process holds the store's writer lock."""
+
+    exit_code = 75  # EX_TEMPFAIL: cron wrappers treat it as "try again later"

@@ -1,0 +1,324 @@
+"""The Tantivy full-text index: the only module that imports ``tantivy``.
+
+The index is derived from SQLite and holds nothing that SQLite does not. It
+lives in a folder beside the ``.db`` file with a small sidecar,
+``researchstore-index.json``, that names the store it belongs to, the index
+schema version and the last pending-change number it reflects. Anything that
+does not match is rebuilt by the store.
+
+Queries are never given to Tantivy's query parser: user text is analysed with
+the index's own analyzer and turned into term and phrase queries here, so no
+input can raise a parse error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import tantivy
+
+#: Bump when the fields or the analyzer change: older indexes are rebuilt.
+INDEX_SCHEMA_VERSION = 1
+SIDECAR = "researchstore-index.json"
+ANALYZER = "rs_en"
+
+_PHRASE = re.compile(r'"([^"]+)"')
+
+
+def build_analyzer() -> tantivy.TextAnalyzer:
+    """English: split on non-alphanumerics, lower-case, fold accents, stem."""
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(40))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.ascii_fold())
+        .filter(tantivy.Filter.stemmer("english"))
+        .build()
+    )
+
+
+_ANALYZER = build_analyzer()
+
+
+def analyze(text: str) -> list[str]:
+    """The terms the index stores for ``text``."""
+    return _ANALYZER.analyze(text)
+
+
+def count_tokens(text: str) -> int:
+    """The number of tokens the index's analyzer yields for ``text``."""
+    return len(_ANALYZER.analyze(text))
+
+
+def _build_schema() -> tantivy.Schema:
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("chunk_id", stored=True, tokenizer_name="raw")
+    builder.add_integer_field("report_id", indexed=True, fast=True)
+    builder.add_text_field("document_id", tokenizer_name="raw")
+    builder.add_text_field("title", tokenizer_name=ANALYZER)
+    builder.add_text_field("text", tokenizer_name=ANALYZER)
+    builder.add_text_field("tag", tokenizer_name="raw")
+    builder.add_integer_field("date", indexed=True, fast=True)
+    builder.add_text_field("source", tokenizer_name="raw")
+    builder.add_text_field("kind", tokenizer_name="raw")
+    return builder.build()
+
+
+SCHEMA = _build_schema()
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedChunk:
+    """What the index needs of one chunk (all of it comes from SQLite)."""
+
+    chunk_id: str
+    report_id: int
+    document_id: str
+    title: str
+    text: str
+    tags: dict[str, Any]
+    date: str
+    source: str
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class SearchFilters:
+    report_id: int | None = None
+    tags: dict[str, list[str]] | None = None
+    date_from: str | None = None
+    date_to: str | None = None
+    source: str | None = None
+    kind: str | None = None
+
+
+def tag_terms(tags: dict[str, Any]) -> list[str]:
+    """``{"audience": ["students"], "season": "spring"}`` → raw index terms."""
+    terms = []
+    for name, value in tags.items():
+        values = value if isinstance(value, list) else [value]
+        terms.extend(f"{name}={item}" for item in values if item is not None)
+    return terms
+
+
+def date_number(date: str) -> int:
+    """``"2026-03-14"`` → ``20260314``: sortable, and a plain integer field."""
+    return int(date[:10].replace("-", ""))
+
+
+class SearchIndex:
+    """One Tantivy index folder: open, write, search."""
+
+    def __init__(self, path: Path, index: tantivy.Index) -> None:
+        self.path = path
+        self._index = index
+        self._writer: tantivy.IndexWriter | None = None
+
+    # -- opening ---------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: Path) -> SearchIndex:
+        index = tantivy.Index(SCHEMA, path=str(path), reuse=True)
+        index.register_tokenizer(ANALYZER, build_analyzer())
+        # We reload by hand after our own commits; the watcher picks up
+        # commits made by other processes.
+        index.config_reader(reload_policy="commit")
+        return cls(path, index)
+
+    @classmethod
+    def create(cls, path: Path) -> SearchIndex:
+        path.mkdir(parents=True, exist_ok=False)
+        return cls.open(path)
+
+    @staticmethod
+    def read_sidecar(path: Path) -> dict[str, Any] | None:
+        try:
+            data = json.loads((path / SIDECAR).read_text())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def write_sidecar(self, *, store_uuid: str, applied_seq: int) -> None:
+        data = {
+            "store_uuid": store_uuid,
+            "index_schema": INDEX_SCHEMA_VERSION,
+            "applied_seq": applied_seq,
+        }
+        tmp = self.path / (SIDECAR + ".tmp")
+        with open(tmp, "w") as handle:
+            json.dump(data, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, self.path / SIDECAR)
+
+    @staticmethod
+    def remove(path: Path) -> None:
+        shutil.rmtree(path, ignore_errors=True)
+
+    # -- writing ---------------------------------------------------------
+
+    def writer(self) -> tantivy.IndexWriter:
+        # Never ``with index.writer()``: tantivy-py commits when the block
+        # exits, even on an exception. Commit and rollback are explicit.
+        if self._writer is None:
+            self._writer = self._index.writer(heap_size=64_000_000, num_threads=1)
+        return self._writer
+
+    def add(self, chunks: Iterable[IndexedChunk]) -> int:
+        writer = self.writer()
+        added = 0
+        for chunk in chunks:
+            document = tantivy.Document(
+                chunk_id=chunk.chunk_id,
+                report_id=chunk.report_id,
+                document_id=chunk.document_id,
+                title=chunk.title,
+                text=chunk.text,
+                date=date_number(chunk.date),
+                source=chunk.source,
+                kind=chunk.kind,
+            )
+            for term in tag_terms(chunk.tags):
+                document.add_text("tag", term)
+            writer.add_document(document)
+            added += 1
+        return added
+
+    def delete_report(self, report_id: int) -> None:
+        self.writer().delete_documents_by_term("report_id", report_id)
+
+    def delete_all(self) -> None:
+        self.writer().delete_all_documents()
+
+    def commit(self) -> None:
+        if self._writer is not None:
+            self._writer.commit()
+            self._index.reload()
+
+    def rollback(self) -> None:
+        if self._writer is not None:
+            self._writer.rollback()
+
+    def close_writer(self) -> None:
+        """Release Tantivy's writer lock (after a commit or a rollback)."""
+        if self._writer is not None:
+            self._writer.wait_merging_threads()
+            self._writer = None
+
+    # -- reading ---------------------------------------------------------
+
+    def searcher(self) -> tantivy.Searcher:
+        """A snapshot of the index as of its last reload (cheap to take)."""
+        return self._index.searcher()
+
+    def refresh(self) -> None:
+        """Pick up commits made by another process now."""
+        self._index.reload()
+
+    @property
+    def num_docs(self) -> int:
+        return self.searcher().num_docs
+
+    def build_query(self, text: str, filters: SearchFilters) -> tantivy.Query | None:
+        """Turn any user text into a query; None when it has no searchable term."""
+        text_clauses = self._text_clauses(text)
+        if not text_clauses:
+            return None
+        clauses: list[tuple[tantivy.Occur, tantivy.Query]] = [
+            (tantivy.Occur.Must, tantivy.Query.boolean_query(text_clauses))
+        ]
+        for occur_query in self._filter_clauses(filters):
+            clauses.append((tantivy.Occur.Must, occur_query))
+        return tantivy.Query.boolean_query(clauses)
+
+    def _text_clauses(self, text: str) -> list[tuple[tantivy.Occur, tantivy.Query]]:
+        clauses: list[tuple[tantivy.Occur, tantivy.Query]] = []
+        for phrase in _PHRASE.findall(text):
+            terms = analyze(phrase)
+            if len(terms) > 1:
+                for field, boost in (("text", 1.0), ("title", 0.5)):
+                    query = tantivy.Query.phrase_query(SCHEMA, field, terms)
+                    clauses.append((tantivy.Occur.Should, tantivy.Query.boost_query(query, boost)))
+        seen: set[str] = set()
+        for term in analyze(text):
+            if term in seen:
+                continue
+            seen.add(term)
+            for field, boost in (("text", 1.0), ("title", 0.5)):
+                query = tantivy.Query.term_query(SCHEMA, field, term)
+                if boost != 1.0:
+                    query = tantivy.Query.boost_query(query, boost)
+                clauses.append((tantivy.Occur.Should, query))
+        return clauses
+
+    @staticmethod
+    def _filter_clauses(filters: SearchFilters) -> list[tantivy.Query]:
+        queries: list[tantivy.Query] = []
+        if filters.report_id is not None:
+            queries.append(tantivy.Query.term_query(SCHEMA, "report_id", filters.report_id))
+        for name, values in (filters.tags or {}).items():
+            alternatives = [
+                (tantivy.Occur.Should, tantivy.Query.term_query(SCHEMA, "tag", f"{name}={value}"))
+                for value in values
+            ]
+            queries.append(tantivy.Query.boolean_query(alternatives))
+        if filters.date_from is not None or filters.date_to is not None:
+            lower = date_number(filters.date_from) if filters.date_from else 0
+            upper = date_number(filters.date_to) if filters.date_to else 99_991_231
+            queries.append(
+                tantivy.Query.range_query(SCHEMA, "date", tantivy.FieldType.Integer, lower, upper)
+            )
+        if filters.source is not None:
+            queries.append(tantivy.Query.term_query(SCHEMA, "source", filters.source))
+        if filters.kind is not None:
+            queries.append(tantivy.Query.term_query(SCHEMA, "kind", filters.kind))
+        return queries
+
+    def search(
+        self,
+        query: tantivy.Query,
+        *,
+        limit: int,
+        offset: int = 0,
+        searcher: tantivy.Searcher | None = None,
+    ) -> list[tuple[float, str]]:
+        """Top hits as ``(score, chunk_id)``, best first."""
+        searcher = searcher or self.searcher()
+        result = searcher.search(query, limit=limit, offset=offset, count=False)
+        hits = []
+        for score, address in result.hits:
+            document = searcher.doc(address)
+            hits.append((float(score), document.get_first("chunk_id")))
+        return hits
+
+    def snippets(
+        self,
+        query: tantivy.Query,
+        texts: Sequence[str],
+        *,
+        max_chars: int = 200,
+        searcher: tantivy.Searcher | None = None,
+    ) -> list[str]:
+        """Highlighted fragments (HTML-escaped, matches in ``<b>``) of ``texts``."""
+        searcher = searcher or self.searcher()
+        generator = tantivy.SnippetGenerator.create(searcher, query, SCHEMA, "text")
+        generator.set_max_num_chars(max_chars)
+        out = []
+        for text in texts:
+            snippet = generator.snippet_from_doc(tantivy.Document(text=text))
+            html = snippet.to_html()
+            if not html:
+                html = _escape(text[:max_chars])
+            out.append(html)
+        return out
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -1,0 +1,307 @@
+"""Read queries over the SQLite file, one function per question.
+
+Each takes an open connection and returns plain dicts (or None for a miss).
+The caller (``Store``) runs each tool call inside one read transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+_CHUNK_COLUMNS = (
+    "c.chunk_id, d.document_id, c.report_id, c.position, c.text, c.token_count, "
+    "c.status, c.heading_path, c.start_ms, c.end_ms"
+)
+_CHUNK_FROM = "FROM chunks c JOIN documents d ON d.id = c.document_rowid"
+
+
+def _chunk(row: Sequence[Any]) -> dict[str, Any]:
+    return {
+        "chunk_id": row[0],
+        "document_id": row[1],
+        "report_id": row[2],
+        "position": row[3],
+        "text": row[4],
+        "token_count": row[5],
+        "status": row[6],
+        "heading_path": json.loads(row[7]) if row[7] else [],
+        "start_ms": row[8],
+        "end_ms": row[9],
+    }
+
+
+def get_chunk(conn: sqlite3.Connection, chunk_id: str) -> dict[str, Any] | None:
+    """Seed 000's shape: report_id, title, date, score 0.0, text, chunk_id."""
+    row = conn.execute(
+        "SELECT c.report_id, r.title, r.date, c.text, c.chunk_id "
+        "FROM chunks c JOIN reports r ON r.report_id = c.report_id WHERE c.chunk_id = ?",
+        (chunk_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    return {
+        "report_id": row[0],
+        "title": row[1],
+        "date": row[2],
+        "score": 0.0,
+        "text": row[3],
+        "chunk_id": row[4],
+    }
+
+
+def get_chunks(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, Any]:
+    unique = list(dict.fromkeys(ids))
+    marks = ",".join("?" * len(unique))
+    rows = conn.execute(
+        f"SELECT {_CHUNK_COLUMNS} {_CHUNK_FROM} WHERE c.chunk_id IN ({marks})", unique
+    ).fetchall()
+    by_id = {row[0]: _chunk(row) for row in rows}
+    return {
+        "chunks": [by_id[chunk_id] for chunk_id in ids if chunk_id in by_id],
+        "not_found": [chunk_id for chunk_id in unique if chunk_id not in by_id],
+    }
+
+
+def _anchor(conn: sqlite3.Connection, chunk_id: str) -> tuple[int, int] | None:
+    row = conn.execute(
+        "SELECT document_rowid, position FROM chunks WHERE chunk_id = ?", (chunk_id,)
+    ).fetchone()
+    return (row[0], row[1]) if row else None
+
+
+def _walk(
+    conn: sqlite3.Connection, document_rowid: int, position: int, count: int, *, forward: bool
+) -> list[dict[str, Any]]:
+    if forward:
+        sql = (
+            f"SELECT {_CHUNK_COLUMNS} {_CHUNK_FROM} WHERE c.document_rowid = ? "
+            "AND c.position > ? AND c.status = 'ok' ORDER BY c.position LIMIT ?"
+        )
+    else:
+        sql = (
+            f"SELECT {_CHUNK_COLUMNS} {_CHUNK_FROM} WHERE c.document_rowid = ? "
+            "AND c.position < ? AND c.status = 'ok' ORDER BY c.position DESC LIMIT ?"
+        )
+    chunks = [_chunk(row) for row in conn.execute(sql, (document_rowid, position, count))]
+    if not forward:
+        chunks.reverse()
+    return chunks
+
+
+def get_chunk_walk(
+    conn: sqlite3.Connection, chunk_id: str, count: int, *, forward: bool
+) -> dict[str, Any]:
+    anchor = _anchor(conn, chunk_id)
+    if anchor is None:
+        return {"found": False, "chunks": []}
+    return {"found": True, "chunks": _walk(conn, *anchor, count, forward=forward)}
+
+
+def get_chunk_neighbors(conn: sqlite3.Connection, chunk_id: str, count: int) -> dict[str, Any]:
+    row = conn.execute(
+        f"SELECT {_CHUNK_COLUMNS}, c.document_rowid {_CHUNK_FROM} WHERE c.chunk_id = ?",
+        (chunk_id,),
+    ).fetchone()
+    if row is None:
+        return {"chunk": None, "prev": [], "next": []}
+    document_rowid, position = row[10], row[3]
+    return {
+        "chunk": _chunk(row),
+        "prev": _walk(conn, document_rowid, position, count, forward=False),
+        "next": _walk(conn, document_rowid, position, count, forward=True),
+    }
+
+
+def get_chunk_parents(conn: sqlite3.Connection, chunk_id: str) -> list[dict[str, Any]] | None:
+    row = conn.execute(
+        "SELECT d.document_id, d.name, d.path, d.kind, d.title, "
+        "r.report_id, r.key, r.title, r.is_dir, r.folder_id, "
+        "v.version_id, v.started_at, s.name "
+        "FROM chunks c JOIN documents d ON d.id = c.document_rowid "
+        "JOIN reports r ON r.report_id = d.report_id "
+        "JOIN source_versions v ON v.id = d.source_version_id "
+        "JOIN sources s ON s.id = r.source_id WHERE c.chunk_id = ?",
+        (chunk_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    chain: list[dict[str, Any]] = [
+        {
+            "id": row[0],
+            "name": row[1],
+            "kind": "document",
+            "document_id": row[0],
+            "path": row[2],
+            "document_kind": row[3],
+            "title": row[4],
+        },
+        {
+            "id": str(row[5]),
+            "name": row[6].rsplit("/", 1)[-1],
+            "kind": "report",
+            "report_id": row[5],
+            "path": row[6],
+            "title": row[7],
+        },
+    ]
+    folders = conn.execute(
+        "WITH RECURSIVE up(id, depth) AS (SELECT ?, 0 UNION ALL "
+        "SELECT f.parent_id, up.depth + 1 FROM folders f JOIN up ON f.id = up.id "
+        "WHERE f.parent_id IS NOT NULL) "
+        "SELECT f.folder_id, f.name, f.path FROM up JOIN folders f ON f.id = up.id "
+        "ORDER BY up.depth",
+        (row[9],),
+    ).fetchall()
+    chain.extend(
+        {"id": folder_id, "name": name, "kind": "folder", "path": path}
+        for folder_id, name, path in folders
+    )
+    chain.append(
+        {
+            "id": row[10],
+            "name": row[12],
+            "kind": "source_version",
+            "source": row[12],
+            "started_at": row[11],
+        }
+    )
+    return chain
+
+
+_DOCUMENT_COLUMNS = (
+    "d.id, d.document_id, d.report_id, d.path, d.name, d.kind, d.title, d.description, "
+    "d.language, d.date, d.status, d.reason, d.skipped, d.chunk_count, d.token_count, "
+    "d.created_at, d.encoding"
+)
+
+
+def _document(row: Sequence[Any]) -> dict[str, Any]:
+    return {
+        "document_id": row[1],
+        "report_id": row[2],
+        "path": row[3],
+        "name": row[4],
+        "kind": row[5],
+        "title": row[6],
+        "description": row[7],
+        "language": row[8],
+        "date": row[9],
+        "status": row[10],
+        "reason": row[11],
+        "skipped": json.loads(row[12]) if row[12] else [],
+        "total_chunks": row[13],
+        "token_count": row[14],
+        "created_at": row[15],
+        "encoding": row[16],
+    }
+
+
+def get_document(conn: sqlite3.Connection, document_id: str) -> dict[str, Any] | None:
+    row = conn.execute(
+        f"SELECT {_DOCUMENT_COLUMNS} FROM documents d WHERE d.document_id = ?", (document_id,)
+    ).fetchone()
+    if row is None:
+        return None
+    document = _document(row)
+    document["chunks"] = [
+        {"chunk_id": chunk_id, "position": position, "token_count": tokens, "status": status}
+        for chunk_id, position, tokens, status in conn.execute(
+            "SELECT chunk_id, position, token_count, status FROM chunks "
+            "WHERE document_rowid = ? ORDER BY position",
+            (row[0],),
+        )
+    ]
+    return document
+
+
+def get_document_chunks(
+    conn: sqlite3.Connection, document_id: str, start: int, limit: int
+) -> dict[str, Any]:
+    row = conn.execute(
+        "SELECT id, chunk_count FROM documents WHERE document_id = ?", (document_id,)
+    ).fetchone()
+    if row is None:
+        return {"found": False, "document_id": document_id, "from": start,
+                "total_chunks": 0, "chunks": []}
+    chunks = [
+        _chunk(r)
+        for r in conn.execute(
+            f"SELECT {_CHUNK_COLUMNS} {_CHUNK_FROM} WHERE c.document_rowid = ? "
+            "AND c.position >= ? ORDER BY c.position LIMIT ?",
+            (row[0], start, limit),
+        )
+    ]
+    return {
+        "found": True,
+        "document_id": document_id,
+        "from": start,
+        "total_chunks": row[1],
+        "chunks": chunks,
+    }
+
+
+def get_report(conn: sqlite3.Connection, report_id: int) -> dict[str, Any] | None:
+    row = conn.execute(
+        "SELECT r.report_id, r.title, r.date, r.tags, r.key, r.is_dir, s.name, "
+        "r.created_at, r.updated_at FROM reports r JOIN sources s ON s.id = r.source_id "
+        "WHERE r.report_id = ?",
+        (report_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    documents = [
+        _document(r)
+        for r in conn.execute(
+            f"SELECT {_DOCUMENT_COLUMNS} FROM documents d WHERE d.report_id = ? ORDER BY d.path",
+            (report_id,),
+        )
+    ]
+    return {
+        "report_id": row[0],
+        "title": row[1],
+        "date": row[2],
+        "tags": json.loads(row[3]),
+        "key": row[4],
+        "is_directory": bool(row[5]),
+        "source": row[6],
+        "created_at": row[7],
+        "updated_at": row[8],
+        "documents": documents,
+    }
+
+
+def search_rows(conn: sqlite3.Connection, chunk_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The SQLite side of search hits: only chunks that exist and are ``ok``."""
+    if not chunk_ids:
+        return {}
+    marks = ",".join("?" * len(chunk_ids))
+    rows = conn.execute(
+        "SELECT c.chunk_id, c.report_id, d.document_id, r.title, r.date, c.text, r.tags, "
+        "c.position, c.start_ms, c.end_ms, c.heading_path, d.kind, d.title, s.name "
+        "FROM chunks c JOIN documents d ON d.id = c.document_rowid "
+        "JOIN reports r ON r.report_id = c.report_id JOIN sources s ON s.id = r.source_id "
+        f"WHERE c.chunk_id IN ({marks}) AND c.status = 'ok'",
+        list(chunk_ids),
+    ).fetchall()
+    return {
+        row[0]: {
+            "chunk_id": row[0],
+            "report_id": row[1],
+            "document_id": row[2],
+            "title": row[3],
+            "date": row[4],
+            "text": row[5],
+            "tags": json.loads(row[6]),
+            "position": row[7],
+            "start_ms": row[8],
+            "end_ms": row[9],
+            "heading_path": json.loads(row[10]) if row[10] else [],
+            "kind": row[11],
+            "document_title": row[12],
+            "source": row[13],
+        }
+        for row in rows
+    }

@@ -1,0 +1,190 @@
+"""Tables and migrations of the one SQLite file (created with sqlite-utils).
+
+Each migration runs once, in order, inside the caller's transaction; the
+number of the last one applied is kept in ``meta.schema_version``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from collections.abc import Callable
+
+import sqlite_utils
+
+Migration = Callable[[sqlite_utils.Database], None]
+
+
+def _create_core(db: sqlite_utils.Database) -> None:
+    db["sources"].create(
+        {"id": int, "name": str, "root": str, "kind": str, "created_at": str},
+        pk="id",
+        not_null={"name", "kind"},
+        defaults={"kind": "directory"},
+    )
+    db["sources"].create_index(["name"], unique=True)
+
+    db["source_versions"].create(
+        {
+            "id": int,
+            "version_id": str,
+            "source_id": int,
+            "started_at": str,
+            "finished_at": str,
+            "status": str,
+            "summary": str,
+        },
+        pk="id",
+        foreign_keys=[("source_id", "sources", "id")],
+        not_null={"version_id", "source_id", "status"},
+    )
+    db["source_versions"].create_index(["version_id"], unique=True)
+    db["source_versions"].create_index(["source_id"])
+
+    db["folders"].create(
+        {
+            "id": int,
+            "folder_id": str,
+            "source_id": int,
+            "parent_id": int,
+            "path": str,
+            "name": str,
+        },
+        pk="id",
+        foreign_keys=[("source_id", "sources", "id"), ("parent_id", "folders", "id")],
+        not_null={"folder_id", "source_id", "path", "name"},
+    )
+    db["folders"].create_index(["source_id", "path"], unique=True)
+    db["folders"].create_index(["folder_id"], unique=True)
+
+    db["reports"].create(
+        {
+            "report_id": int,
+            "source_id": int,
+            "folder_id": int,
+            "source_version_id": int,
+            "key": str,
+            "is_dir": int,
+            "title": str,
+            "date": str,
+            "tags": str,
+            "signature": str,
+            "content_hash": str,
+            "created_at": str,
+            "updated_at": str,
+        },
+        pk="report_id",
+        foreign_keys=[
+            ("source_id", "sources", "id"),
+            ("folder_id", "folders", "id"),
+            ("source_version_id", "source_versions", "id"),
+        ],
+        not_null={"source_id", "key", "title", "date", "tags"},
+        defaults={"tags": "{}", "is_dir": 0},
+    )
+    db["reports"].create_index(["source_id", "key"], unique=True)
+
+    db["documents"].create(
+        {
+            "id": int,
+            "document_id": str,
+            "report_id": int,
+            "source_version_id": int,
+            "path": str,
+            "name": str,
+            "kind": str,
+            "title": str,
+            "description": str,
+            "language": str,
+            "date": str,
+            "encoding": str,
+            "status": str,
+            "reason": str,
+            "skipped": str,
+            "content_hash": str,
+            "chunk_count": int,
+            "token_count": int,
+            "created_at": str,
+        },
+        pk="id",
+        foreign_keys=[
+            ("report_id", "reports", "report_id"),
+            ("source_version_id", "source_versions", "id"),
+        ],
+        not_null={"document_id", "report_id", "path", "name", "kind", "status"},
+        defaults={"chunk_count": 0, "token_count": 0, "skipped": "[]"},
+    )
+    db["documents"].create_index(["document_id"], unique=True)
+    db["documents"].create_index(["report_id"])
+
+    db["chunks"].create(
+        {
+            "id": int,
+            "chunk_id": str,
+            "document_rowid": int,
+            "report_id": int,
+            "position": int,
+            "status": str,
+            "text": str,
+            "token_count": int,
+            "heading_path": str,
+            "start_ms": int,
+            "end_ms": int,
+            "char_start": int,
+            "char_end": int,
+        },
+        pk="id",
+        foreign_keys=[("document_rowid", "documents", "id")],
+        not_null={"chunk_id", "document_rowid", "report_id", "position", "status", "text"},
+        defaults={"status": "ok"},
+    )
+    db["chunks"].create_index(["chunk_id"], unique=True)
+    db["chunks"].create_index(["document_rowid", "position"], unique=True)
+    # Replacing a report deletes its chunks by report_id (no cascades: the
+    # deletes are explicit and in one transaction with the re-insert).
+    db["chunks"].create_index(["report_id"])
+
+    # The durable record of index work still to do. A row is written in the
+    # same transaction as the change it describes and deleted only after the
+    # Tantivy commit that reflects it, so a crash in between is replayed.
+    db.execute(
+        "CREATE TABLE index_pending ("
+        " seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+        " report_id INTEGER NOT NULL,"
+        " queued_at TEXT NOT NULL)"
+    )
+
+
+MIGRATIONS: list[Migration] = [_create_core]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def migrate(conn: sqlite3.Connection) -> bool:
+    """Bring the file up to ``SCHEMA_VERSION``; return True if anything ran.
+
+    The caller holds a ``BEGIN IMMEDIATE`` transaction.
+    """
+    db = sqlite_utils.Database(conn)
+    conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    current = int(row[0]) if row else 0
+    if current > SCHEMA_VERSION:
+        raise RuntimeError(
+            f"store schema version {current} is newer than this researchstore "
+            f"({SCHEMA_VERSION}); upgrade researchstore"
+        )
+    if current == SCHEMA_VERSION:
+        return False
+    if current == 0:
+        conn.execute(
+            "INSERT OR IGNORE INTO meta (key, value) VALUES ('store_uuid', ?)",
+            [str(uuid.uuid4())],
+        )
+    for version in range(current, SCHEMA_VERSION):
+        MIGRATIONS[version](db)
+    conn.execute(
+        "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
+        "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+        [str(SCHEMA_VERSION)],
+    )
+    return True

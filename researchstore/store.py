@@ -1,0 +1,511 @@
+"""``Store``: the SQLite connection, the Tantivy index beside it, and the tools.
+
+SQLite is the only truth. Every change that the index must follow is written
+to ``index_pending`` in the same transaction as the change itself; the index
+is brought up to date from that record after the SQLite commit, and a crash
+in between is repaired on the next open. The index folder is rebuilt from
+SQLite whenever it is missing, belongs to another store, is of an older
+schema, or is behind or ahead of what SQLite says it has applied.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from researchstore import queries
+from researchstore.errors import ResearchStoreError, StoreLocked
+from researchstore.index import INDEX_SCHEMA_VERSION, IndexedChunk, SearchFilters, SearchIndex
+from researchstore.progress import progress_bar
+from researchstore.schema import migrate
+
+if TYPE_CHECKING:
+    from researchstore.ingest.pipeline import IngestSummary
+
+BUSY_TIMEOUT_MS = 10_000
+_REBUILD_BATCH = 5_000
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """A connection in autocommit mode: every transaction is explicit."""
+    conn = sqlite3.connect(
+        path, isolation_level=None, check_same_thread=False, cached_statements=256,
+        timeout=BUSY_TIMEOUT_MS / 1000,
+    )
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    # NORMAL in WAL mode survives any process crash (kill -9); only a power
+    # loss can drop the last commits, and the index check below catches that.
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA mmap_size = 268435456")
+    conn.execute("PRAGMA cache_size = -65536")
+    return conn
+
+
+class WriterLock:
+    """An exclusive, process-wide lock on the store for writers (``<db>.lock``).
+
+    The file holds who took it, so a refused writer can say who holds it.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._handle: Any = None
+
+    def acquire(self, *, wait: bool, timeout: float = 60.0) -> bool:
+        handle = open(self.path, "a+")
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if not wait or time.monotonic() > deadline:
+                    handle.close()
+                    return False
+                time.sleep(0.05)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(json.dumps({"pid": os.getpid(), "since": utc_now()}))
+        handle.flush()
+        self._handle = handle
+        return True
+
+    def holder(self) -> str:
+        try:
+            info = json.loads(self.path.read_text() or "{}")
+        except (OSError, ValueError):
+            return "another process"
+        if not info:
+            return "another process"
+        return f"process {info.get('pid')} (since {info.get('since')})"
+
+    def release(self) -> None:
+        if self._handle is not None:
+            fcntl.flock(self._handle.fileno(), fcntl.LOCK_UN)
+            self._handle.close()
+            self._handle = None
+
+    @property
+    def held(self) -> bool:
+        return self._handle is not None
+
+
+class Store:
+    """One research store: a SQLite file and the Tantivy index beside it.
+
+    >>> with Store("research.db") as store:
+    ...     store.ingest("fixtures/source", name="fixtures")
+    ...     hits = store.search("varroa mites")
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        chunk_tokens: int = 256,
+        progress: bool | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.index_path = self.path.with_name(self.path.name + ".index")
+        self.chunk_tokens = chunk_tokens
+        self.progress = progress
+        self._lock = threading.RLock()
+        self._writer_lock = WriterLock(self.path.with_name(self.path.name + ".lock"))
+        self._writer_depth = 0
+        self.index: SearchIndex | None = None  # type: ignore[assignment]
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.conn = connect(self.path)
+        with self.transaction():
+            migrate(self.conn)
+        self.store_uuid = self._meta("store_uuid") or ""
+        self.index = self._open_index()
+        self.sync_index(wait=False)
+
+    # -- lifetime --------------------------------------------------------
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the index writer and the connection; checkpoint the WAL.
+
+        After a checkpoint the ``.db`` file alone holds everything, so it
+        can be copied on its own.
+        """
+        with self._lock:
+            if self.conn is None:
+                return
+            if self.index is not None:
+                self.index.close_writer()
+            try:
+                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.OperationalError:
+                pass  # another connection is reading; its close checkpoints
+            self.conn.close()
+            self.conn = None  # type: ignore[assignment]
+            self._writer_lock.release()
+
+    # -- transactions ----------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction (``BEGIN IMMEDIATE``); nests as a no-op."""
+        with self._lock:
+            if self.conn.in_transaction:
+                yield self.conn
+                return
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+
+    @contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction: every query inside sees the same snapshot."""
+        with self._lock:
+            if self.conn.in_transaction:
+                yield self.conn
+                return
+            self.conn.execute("BEGIN")
+            try:
+                yield self.conn
+            finally:
+                self.conn.execute("COMMIT")
+
+    @contextmanager
+    def writing(self, *, wait: bool = True) -> Iterator[None]:
+        """Hold the store's writer lock (re-entrant within this Store)."""
+        with self._lock:
+            if self._writer_depth == 0 and not self._writer_lock.acquire(wait=wait):
+                raise StoreLocked(
+                    f"the store is being written by {self._writer_lock.holder()}",
+                    details={"lock": str(self._writer_lock.path)},
+                )
+            self._writer_depth += 1
+            try:
+                yield
+            finally:
+                self._writer_depth -= 1
+                if self._writer_depth == 0:
+                    if self.index is not None:
+                        self.index.close_writer()
+                    self._writer_lock.release()
+
+    def _meta(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def _set_meta(self, key: str, value: str) -> None:
+        self.conn.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    # -- the index -------------------------------------------------------
+
+    def _index_problem(self) -> str | None:
+        """Why the index folder cannot be used as it is, or None."""
+        sidecar = SearchIndex.read_sidecar(self.index_path)
+        if sidecar is None:
+            return "missing"
+        if sidecar.get("store_uuid") != self.store_uuid:
+            return "built for another store"
+        if sidecar.get("index_schema") != INDEX_SCHEMA_VERSION:
+            return "older index schema"
+        applied = int(self._meta("index_applied_seq") or 0)
+        row = self.conn.execute(
+            "SELECT seq FROM sqlite_sequence WHERE name = 'index_pending'"
+        ).fetchone()
+        issued = row[0] if row else 0
+        seen = sidecar.get("applied_seq")
+        if not isinstance(seen, int) or seen < applied:
+            return "behind the store"
+        if seen > issued:
+            return "ahead of the store"
+        return None
+
+    def _open_index(self) -> SearchIndex:
+        problem = self._index_problem()
+        if problem is None:
+            try:
+                return SearchIndex.open(self.index_path)
+            except Exception as error:  # a damaged folder: rebuild, never fail the open
+                problem = f"unreadable ({error})"
+        with self.writing(wait=True):
+            # Another process may have rebuilt it while we waited.
+            if self._index_problem() is None:
+                return SearchIndex.open(self.index_path)
+            return self._rebuild(problem)
+
+    def rebuild_index(self) -> int:
+        """Rebuild the index from SQLite; return the number of chunks indexed."""
+        with self.writing(wait=True):
+            self.index.close_writer()
+            self.index = self._rebuild("asked to")
+            return self.index.num_docs
+
+    def _rebuild(self, why: str) -> SearchIndex:
+        temporary = self.index_path.with_name(self.index_path.name + f".rebuild-{os.getpid()}")
+        SearchIndex.remove(temporary)
+        index = SearchIndex.create(temporary)
+        with self.reading():
+            total = self.conn.execute("SELECT count(*) FROM chunks WHERE status = 'ok'").fetchone()[0]
+            row = self.conn.execute(
+                "SELECT seq FROM sqlite_sequence WHERE name = 'index_pending'"
+            ).fetchone()
+            snapshot_seq = row[0] if row else 0
+            with progress_bar(f"Rebuilding index ({why})", total=total, enabled=self.progress) as bar:
+                batch: list[IndexedChunk] = []
+                for chunk in self._indexed_chunks():
+                    batch.append(chunk)
+                    if len(batch) >= _REBUILD_BATCH:
+                        index.add(batch)
+                        bar.advance(len(batch))
+                        batch.clear()
+                index.add(batch)
+                bar.advance(len(batch))
+        index.commit()
+        index.write_sidecar(store_uuid=self.store_uuid, applied_seq=snapshot_seq)
+        index.close_writer()
+        old = self.index_path.with_name(self.index_path.name + f".old-{os.getpid()}")
+        if self.index_path.exists():
+            os.replace(self.index_path, old)
+        os.replace(temporary, self.index_path)
+        SearchIndex.remove(old)
+        with self.transaction():
+            self.conn.execute("DELETE FROM index_pending WHERE seq <= ?", (snapshot_seq,))
+            self._set_meta("index_applied_seq", str(snapshot_seq))
+        return SearchIndex.open(self.index_path)
+
+    def _indexed_chunks(self, report_id: int | None = None) -> Iterator[IndexedChunk]:
+        where = "WHERE c.status = 'ok'" + (" AND c.report_id = ?" if report_id is not None else "")
+        cursor = self.conn.execute(
+            "SELECT c.chunk_id, c.report_id, d.document_id, r.title, d.title, c.text, r.tags, "
+            "r.date, s.name, d.kind FROM chunks c JOIN documents d ON d.id = c.document_rowid "
+            "JOIN reports r ON r.report_id = c.report_id JOIN sources s ON s.id = r.source_id "
+            f"{where} ORDER BY c.id",
+            () if report_id is None else (report_id,),
+        )
+        tags_cache: dict[str, dict[str, Any]] = {}
+        for row in cursor:
+            tags = tags_cache.get(row[6])
+            if tags is None:
+                tags = tags_cache[row[6]] = json.loads(row[6])
+            yield IndexedChunk(
+                chunk_id=row[0],
+                report_id=row[1],
+                document_id=row[2],
+                title=index_title(row[3], row[4]),
+                text=row[5],
+                tags=tags,
+                date=row[7],
+                source=row[8],
+                kind=row[9],
+            )
+
+    def sync_index(self, *, wait: bool = True) -> int:
+        """Apply every pending change to the index; return how many reports.
+
+        With ``wait=False`` and another writer at work, do nothing: that
+        writer applies the record itself.
+        """
+        with self._lock:
+            pending = self.conn.execute("SELECT 1 FROM index_pending LIMIT 1").fetchone()
+            if pending is None:
+                return 0
+            try:
+                with self.writing(wait=wait):
+                    return self._apply_pending()
+            except StoreLocked:
+                if wait:
+                    raise
+                return 0
+
+    def _apply_pending(self) -> int:
+        rows = self.conn.execute("SELECT seq, report_id FROM index_pending ORDER BY seq").fetchall()
+        if not rows:
+            return 0
+        report_ids = list(dict.fromkeys(report_id for _, report_id in rows))
+        with self.reading():
+            for report_id in report_ids:
+                self.index.delete_report(report_id)
+                self.index_chunks(list(self._indexed_chunks(report_id)))
+        self.commit_index(rows[-1][0])
+        return len(report_ids)
+
+    def index_chunks(self, chunks: list[IndexedChunk]) -> None:
+        """Add chunks to the open index writer; a chunk it rejects is marked."""
+        try:
+            self.index.add(chunks)
+            return
+        except Exception:  # find the rejected one(s) below, one by one
+            pass
+        failed = []
+        for chunk in chunks:
+            try:
+                self.index.add([chunk])
+            except Exception:
+                failed.append(chunk.chunk_id)
+        if failed:
+            with self.transaction():
+                self.conn.executemany(
+                    "UPDATE chunks SET status = 'embed_failed' WHERE chunk_id = ?",
+                    [(chunk_id,) for chunk_id in failed],
+                )
+
+    def commit_index(self, applied_seq: int) -> None:
+        """Commit the index writer, then forget the pending rows it reflects."""
+        self.index.commit()
+        self.index.write_sidecar(store_uuid=self.store_uuid, applied_seq=applied_seq)
+        with self.transaction():
+            self.conn.execute("DELETE FROM index_pending WHERE seq <= ?", (applied_seq,))
+            self._set_meta("index_applied_seq", str(applied_seq))
+
+    # -- ingest ----------------------------------------------------------
+
+    def ingest(
+        self,
+        source_dir: str | os.PathLike[str],
+        *,
+        name: str | None = None,
+        progress: bool | None = None,
+    ) -> IngestSummary:
+        """Ingest every report under ``source_dir`` into the source ``name``."""
+        from researchstore.ingest.pipeline import ingest_source
+
+        return ingest_source(
+            self, Path(source_dir), name=name,
+            progress=self.progress if progress is None else progress,
+        )
+
+    # -- the tools, as Python methods ------------------------------------
+
+    def call(self, tool_name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Run any tool by name; always returns a ``result`` or ``error`` envelope."""
+        from researchstore.tools import call_tool
+
+        return call_tool(self, tool_name, arguments)
+
+    def get_chunk(self, chunk_id: str) -> dict[str, Any] | None:
+        with self.reading() as conn:
+            return queries.get_chunk(conn, chunk_id)
+
+    def get_chunks(self, ids: list[str]) -> dict[str, Any]:
+        with self.reading() as conn:
+            return queries.get_chunks(conn, ids)
+
+    def get_chunk_next(self, chunk_id: str, count: int = 5) -> dict[str, Any]:
+        with self.reading() as conn:
+            return queries.get_chunk_walk(conn, chunk_id, count, forward=True)
+
+    def get_chunk_prev(self, chunk_id: str, count: int = 5) -> dict[str, Any]:
+        with self.reading() as conn:
+            return queries.get_chunk_walk(conn, chunk_id, count, forward=False)
+
+    def get_chunk_neighbors(self, chunk_id: str, count: int = 2) -> dict[str, Any]:
+        with self.reading() as conn:
+            return queries.get_chunk_neighbors(conn, chunk_id, count)
+
+    def get_chunk_parents(self, chunk_id: str) -> list[dict[str, Any]] | None:
+        with self.reading() as conn:
+            return queries.get_chunk_parents(conn, chunk_id)
+
+    def get_document(self, document_id: str) -> dict[str, Any] | None:
+        with self.reading() as conn:
+            return queries.get_document(conn, document_id)
+
+    def get_document_chunks(
+        self, document_id: str, start: int = 0, limit: int = 20
+    ) -> dict[str, Any]:
+        with self.reading() as conn:
+            return queries.get_document_chunks(conn, document_id, start, limit)
+
+    def get_report(self, report_id: int) -> dict[str, Any] | None:
+        with self.reading() as conn:
+            return queries.get_report(conn, report_id)
+
+    def search(
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        filters: SearchFilters | None = None,
+    ) -> list[dict[str, Any]]:
+        """Best chunks for ``query``; every hit exists in SQLite right now."""
+        filters = filters or SearchFilters()
+        with self._lock:
+            tantivy_query = self.index.build_query(query, filters)
+            if tantivy_query is None:
+                return []
+            searcher = self.index.searcher()
+            hits: list[dict[str, Any]] = []
+            offset = 0
+            # Hits whose chunk a concurrent re-ingest removed are dropped;
+            # ask for more until the page is full or the index runs out.
+            for _ in range(4):
+                found = self.index.search(
+                    tantivy_query, limit=limit, offset=offset, searcher=searcher
+                )
+                with self.reading() as conn:
+                    rows = queries.search_rows(conn, [chunk_id for _, chunk_id in found])
+                for score, chunk_id in found:
+                    row = rows.get(chunk_id)
+                    if row is not None and len(hits) < limit:
+                        row["score"] = score
+                        hits.append(row)
+                if len(found) < limit or len(hits) >= limit:
+                    break
+                offset += limit
+            snippets = self.index.snippets(
+                tantivy_query, [hit["text"] for hit in hits], searcher=searcher
+            )
+            for hit, snippet in zip(hits, snippets, strict=True):
+                hit["snippet"] = snippet
+            return hits
+
+
+def index_title(report_title: str, document_title: str | None) -> str:
+    """The text indexed as a chunk's title: its report's and its document's."""
+    if document_title and document_title != report_title:
+        return f"{report_title}\n{document_title}"
+    return report_title
+
+
+def check_store(store: Store) -> dict[str, Any]:
+    """Compare store and index: SQLite integrity and the set of indexed ids."""
+    with store.reading() as conn:
+        integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
+        ok_chunks = conn.execute("SELECT count(*) FROM chunks WHERE status = 'ok'").fetchone()[0]
+        pending = conn.execute("SELECT count(*) FROM index_pending").fetchone()[0]
+    store.index.refresh()
+    return {
+        "integrity": integrity,
+        "chunks_ok": ok_chunks,
+        "indexed": store.index.num_docs,
+        "pending": pending,
+    }
+
+
+__all__ = ["Store", "ResearchStoreError", "check_store", "utc_now"]
