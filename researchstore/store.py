@@ -400,6 +400,14 @@ class Store:
             progress=self.progress if progress is None else progress,
         )
 
+    def ingest_file(
+        self, path: str | os.PathLike[str], *, name: str = "local-files"
+    ) -> IngestSummary:
+        """Ingest one local file as its own report (refreshing it if known)."""
+        from researchstore.ingest.pipeline import ingest_file
+
+        return ingest_file(self, Path(path), name=name, progress=False)
+
     # -- the tools, as Python methods ------------------------------------
 
     def call(self, tool_name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -521,6 +521,42 @@ def ingest_source(
     return summary
 
 
+def ingest_file(
+    store: Store, path: Path, *, name: str = "local-files", progress: bool | None = None
+) -> IngestSummary:
+    """Ingest one local file as a single-file report of source ``name``.
+
+    The report's key is the file's absolute path, so files from different
+    folders never collide and ingesting the same file again refreshes it.
+    """
+    path = path.resolve()
+    if not path.is_file():
+        raise InvalidInput(f"not a file: {path}", field="path")
+    if path.suffix.lower() not in SUPPORTED_SUFFIXES:
+        raise InvalidInput(
+            f"unsupported file type {path.suffix!r}; supported: "
+            f"{', '.join(sorted(SUPPORTED_SUFFIXES))}",
+            field="path",
+        )
+    root = Path(path.anchor)
+    key = path.relative_to(root).as_posix()
+    report = ReportSource(key, key.rpartition("/")[0], False, [key])
+    started = time.perf_counter()
+    with store.writing(wait=True):
+        store.sync_index(wait=True)
+        source_id, version_rowid, version_id = _begin_version(store, root, name)
+        summary = IngestSummary(source=name, version_id=version_id)
+        writer = _Writer(store, source_id, name, version_rowid, summary)
+        known = _existing_reports(store, source_id).get(key)
+        _ingest_one(store, root, report, known, writer, summary)
+        writer.flush()
+        writer.last_seq = _last_seq(store)
+        writer.commit_index()
+        summary.seconds = time.perf_counter() - started
+        _finish_version(store, version_rowid, summary)
+    return summary
+
+
 def _ingest_one(
     store: Store,
     root: Path,
@@ -614,7 +650,7 @@ def _existing_reports(store: Store, source_id: int) -> dict[str, tuple[int, str,
         "SELECT key, report_id, signature, content_hash FROM reports WHERE source_id = ?",
         (source_id,),
     )
-    return {key: (report_id, signature, content_hash) for key, report_id, signature, content_hash in rows}
+    return {key: (report_id, signature, digest) for key, report_id, signature, digest in rows}
 
 
 def _remove_reports(store: Store, report_ids: list[int]) -> None:
