@@ -129,10 +129,12 @@ def call(store_path: str, tool_name: str, arguments: str) -> None:
 @click.option("--date-to", metavar="YYYY-MM-DD")
 @click.option("--source")
 @click.option("--kind", type=click.Choice(["html", "vtt", "srt", "text"]))
+@click.option("--next", "next_count", type=click.IntRange(1, 100),
+              help="Also show the N chunks that follow each hit.")
 @click.option("--json", "as_json", is_flag=True, help="Print the tool's envelope.")
 def search(store_path: str, query: str, limit: int, report_id: int | None, tags: tuple[str, ...],
            date_from: str | None, date_to: str | None, source: str | None, kind: str | None,
-           as_json: bool) -> None:
+           next_count: int | None, as_json: bool) -> None:
     """Search STORE for QUERY and list the best chunks."""
     tag_filter: dict[str, list[str]] = {}
     for tag in tags:
@@ -145,19 +147,30 @@ def search(store_path: str, query: str, limit: int, report_id: int | None, tags:
                  "source": source, "kind": kind}
     with open_store(store_path) as store:
         envelope = store.call("research_chunk_search", arguments)
-    if as_json or "error" in envelope:
-        echo_envelope(envelope)
-        return
-    hits = envelope["result"]["hits"]
-    if not hits:
-        click.echo("no hits")
-    for rank, hit in enumerate(hits, 1):
-        where = f"{hit['title']} ({hit['date']})"
-        if hit["start_ms"] is not None:
-            where += f" at {hit['start_ms'] / 1000:.1f}s"
-        click.echo(f"{rank}. {hit['score']:.2f}  {where}")
-        click.echo(f"   chunk {hit['chunk_id']}  report {hit['report_id']}")
-        click.echo("   " + plain_snippet(hit["snippet"]))
+        if as_json or "error" in envelope:
+            echo_envelope(envelope)
+            return
+        hits = envelope["result"]["hits"]
+        if not hits:
+            click.echo("no hits")
+        for rank, hit in enumerate(hits, 1):
+            where = f"{hit['title']} ({hit['date']})"
+            if hit["start_ms"] is not None:
+                where += f" at {hit['start_ms'] / 1000:.1f}s"
+            click.echo(f"{rank}. {hit['score']:.2f}  {where}")
+            click.echo(f"   chunk {hit['chunk_id']}  report {hit['report_id']}")
+            click.echo("   " + plain_snippet(hit["snippet"]))
+            if next_count:
+                walk = store.call("get_chunk_next", {"id": hit["chunk_id"], "count": next_count})
+                for following in walk["result"]["chunks"]:
+                    click.echo(f"   next: chunk {following['chunk_id']} "
+                               f"(position {following['position']})")
+                    click.echo("   " + shorten(following["text"]))
+
+
+def shorten(text: str, width: int = 160) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1].rsplit(" ", 1)[0] + " …"
 
 
 def plain_snippet(snippet: str) -> str:
