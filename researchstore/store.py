@@ -249,15 +249,23 @@ class Store:
     def _open_index(self) -> SearchIndex:
         problem = self._index_problem()
         if problem is None:
-            try:
-                return SearchIndex.open(self.index_path)
-            except Exception as error:  # a damaged folder: rebuild, never fail the open
-                problem = f"unreadable ({error})"
+            index = self._try_open_index()
+            if index is not None:
+                return index
+            problem = "unreadable"
         with self.writing(wait=True):
             # Another process may have rebuilt it while we waited.
             if self._index_problem() is None:
-                return SearchIndex.open(self.index_path)
+                index = self._try_open_index()
+                if index is not None:
+                    return index
             return self._rebuild(problem)
+
+    def _try_open_index(self) -> SearchIndex | None:
+        try:
+            return SearchIndex.open(self.index_path)
+        except ValueError:  # tantivy's word for a damaged folder: rebuild it
+            return None
 
     def rebuild_index(self) -> int:
         """Rebuild the index from SQLite; return the number of chunks indexed."""

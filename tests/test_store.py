@@ -16,7 +16,7 @@ from researchstore import Store, StoreLocked
 from researchstore.index import SIDECAR
 from researchstore.store import check_store
 
-from .conftest import long_text, write_report
+from conftest import long_text, write_report
 
 
 def _ids(hits: list[dict]) -> list[str]:
