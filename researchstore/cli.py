@@ -249,3 +249,9 @@ def check(store_path: str) -> None:
     echo_json(report)
     if report["integrity"] != "ok" or report["indexed"] != report["chunks_ok"]:
         sys.exit(1)
+
+
+from researchstore.cli_mcp import keys, serve  # noqa: E402
+
+main.add_command(serve)
+main.add_command(keys)

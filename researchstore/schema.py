@@ -155,7 +155,31 @@ def _create_core(db: sqlite_utils.Database) -> None:
     )
 
 
-MIGRATIONS: list[Migration] = [_create_core]
+def _create_api_keys(db: sqlite_utils.Database) -> None:
+    # API keys for the MCP server over HTTP (researchstore/auth.py). Only a
+    # salted hash of each key's secret is kept; key_id is the public part
+    # shown in listings and used to find the row.
+    db["api_keys"].create(
+        {
+            "id": int,
+            "key_id": str,
+            "label": str,
+            "salt": bytes,
+            "secret_hash": bytes,
+            "scopes": str,
+            "workspaces": str,
+            "created_at": str,
+            "revoked_at": str,
+            "last_used_at": str,
+        },
+        pk="id",
+        not_null={"key_id", "salt", "secret_hash", "scopes", "workspaces", "created_at"},
+        defaults={"scopes": "[]", "workspaces": "[]"},
+    )
+    db["api_keys"].create_index(["key_id"], unique=True)
+
+
+MIGRATIONS: list[Migration] = [_create_core, _create_api_keys]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

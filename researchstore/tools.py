@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
+from researchstore.auth import current_principal
 from researchstore.errors import InvalidInput, ResearchStoreError, UpstreamUnavailable
 from researchstore.index import SearchFilters
 
@@ -155,6 +156,11 @@ class Tool:
     run: Callable[..., dict[str, Any]]
     read_only: bool = True
     annotations: dict[str, Any] = field(default_factory=dict)
+    #: ``core`` tools are served in every MCP profile, ``full`` ones only in ``full``.
+    profile: str = "core"
+    #: The scope a caller needs (``auth.Principal.require``); a ``workspace_id``
+    #: argument is checked against the caller's workspaces too.
+    scope: str | None = None
 
     def input_schema(self) -> dict[str, Any]:
         return {
@@ -377,15 +383,21 @@ def register(tool: Tool) -> None:
     TOOLS[tool.name] = tool
 
 
-def call_tool(store: Store, name: str, arguments: Any = None) -> dict[str, Any]:
-    """Run tool ``name``; always an envelope, never an exception."""
-    tool = TOOLS.get(name)
+def call_tool(
+    store: Store, name: str, arguments: Any = None, *, tools: Mapping[str, Tool] | None = None
+) -> dict[str, Any]:
+    """Run tool ``name`` (of ``tools``, by default all); always an envelope, never an exception."""
+    tools = TOOLS if tools is None else tools
+    tool = tools.get(name)
     if tool is None:
         return InvalidInput(
-            f"unknown tool {name!r}; known tools: {', '.join(sorted(TOOLS))}", field="tool"
+            f"unknown tool {name!r}; known tools: {', '.join(sorted(tools))}", field="tool"
         ).to_envelope()
     try:
-        return {"result": tool.run(store, tool.bind(arguments))}
+        bound = tool.bind(arguments)
+        if tool.scope is not None:
+            current_principal().require(tool.scope, bound.get("workspace_id"))
+        return {"result": tool.run(store, bound)}
     except ResearchStoreError as error:
         return error.to_envelope()
     except sqlite3.OperationalError as error:

@@ -1,0 +1,125 @@
+"""The ``serve`` and ``keys`` commands: the MCP server and its API keys."""
+
+from __future__ import annotations
+
+import anyio
+import click
+
+from researchstore.auth import ANY_WORKSPACE, SCOPES
+from researchstore.errors import ResearchStoreError
+from researchstore.mcp_server import PROFILES, TRANSPORTS
+
+
+@click.command()
+@click.argument("store_path", metavar="STORE")
+@click.option("--transport", type=click.Choice(TRANSPORTS), default="stdio", show_default=True,
+              help="stdio for a client that starts the server; http for streamable HTTP.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to bind over HTTP. Keep loopback unless clients are elsewhere.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
+              help="Port to bind over HTTP (0 picks a free one).")
+@click.option("--profile", type=click.Choice(PROFILES), default="core", show_default=True,
+              help="core: search, get and navigation; full: adds evidence retrieval and, "
+                   "over stdio, ingest_file.")
+def serve(store_path: str, transport: str, host: str, port: int, profile: str) -> None:
+    """Serve STORE's tools to MCP clients (stdio, or HTTP with an x-api-key).
+
+    Over HTTP every request needs a key from 'researchstore keys create'; the
+    address is printed on stderr once the server listens.
+    """
+    from researchstore.auth import list_keys
+    from researchstore.cli import open_store
+    from researchstore.mcp_server import (
+        bind_socket,
+        endpoint_url,
+        http_app,
+        serve_http,
+        serve_stdio,
+    )
+
+    with open_store(store_path) as store:
+        if transport == "stdio":
+            anyio.run(lambda: serve_stdio(store, profile=profile))
+            return
+        try:
+            sock = bind_socket(host, port)
+        except OSError as error:
+            raise click.ClickException(f"cannot listen on {host}:{port}: {error}") from None
+        if not list_keys(store, include_revoked=False):
+            click.echo(f"note: {store_path} has no API key yet; every request will be refused. "
+                       f"Create one with: researchstore keys create {store_path}", err=True)
+        click.echo(f"researchstore: serving the {profile} profile at {endpoint_url(sock)} "
+                   "(x-api-key required)", err=True)
+        serve_http(http_app(store, profile=profile, host=host), sock)
+
+
+@click.group()
+def keys() -> None:
+    """Create, list and revoke the API keys of the HTTP server."""
+
+
+@keys.command("create")
+@click.argument("store_path", metavar="STORE")
+@click.option("--scope", "scopes", multiple=True, type=click.Choice(sorted(SCOPES)),
+              help="A right the key grants (repeatable): " + "; ".join(
+                  f"{scope}: {meaning}" for scope, meaning in SCOPES.items()))
+@click.option("--workspace", "workspaces", multiple=True, metavar="UUID",
+              help=f"A workspace the key may use (repeatable); {ANY_WORKSPACE!r} for any.")
+@click.option("--label", help="A note to recognise the key by in 'keys list'.")
+def create(store_path: str, scopes: tuple[str, ...], workspaces: tuple[str, ...],
+           label: str | None) -> None:
+    """Create a key and print it: it is shown this once and stored only hashed.
+
+    A key with no scope can use the read tools (search, get, navigation).
+    """
+    from researchstore.auth import create_key
+    from researchstore.cli import StoreError, open_store
+
+    with open_store(store_path) as store:
+        try:
+            key = create_key(store, scopes=scopes, workspaces=workspaces, label=label)
+        except ResearchStoreError as error:
+            raise StoreError(error) from None
+    click.echo(key)
+    click.echo("Store this key now: it cannot be shown again.", err=True)
+
+
+@keys.command("list")
+@click.argument("store_path", metavar="STORE")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--live", is_flag=True, help="Leave out revoked keys.")
+def list_command(store_path: str, as_json: bool, live: bool) -> None:
+    """List STORE's keys: id, label, scopes, workspaces and dates (never a secret)."""
+    from researchstore.auth import list_keys
+    from researchstore.cli import echo_json, open_store
+
+    with open_store(store_path) as store:
+        listed = list_keys(store, include_revoked=not live)
+    if as_json:
+        echo_json(listed)
+        return
+    if not listed:
+        click.echo("no keys")
+    for key in listed:
+        state = f"revoked {key['revoked_at']}" if key["revoked_at"] else "live"
+        click.echo(
+            f"{key['prefix']}…  {state}  scopes={','.join(key['scopes']) or '-'}  "
+            f"workspaces={','.join(key['workspaces']) or '-'}  created {key['created_at']}  "
+            f"last used {key['last_used_at'] or 'never'}"
+            + (f"  ({key['label']})" if key["label"] else "")
+        )
+
+
+@keys.command("revoke")
+@click.argument("store_path", metavar="STORE")
+@click.argument("key_id")
+def revoke(store_path: str, key_id: str) -> None:
+    """Revoke the key KEY_ID (as 'keys list' shows it); it is refused at once."""
+    from researchstore.auth import revoke_key
+    from researchstore.cli import open_store
+
+    with open_store(store_path) as store:
+        revoked = revoke_key(store, key_id)
+    if not revoked:
+        raise click.ClickException(f"no live key {key_id!r} in {store_path}")
+    click.echo(f"revoked {key_id}")
