@@ -247,7 +247,63 @@ def check(store_path: str) -> None:
     with open_store(store_path) as store:
         report = check_store(store)
     echo_json(report)
-    if report["integrity"] != "ok" or report["indexed"] != report["chunks_ok"]:
+    if not report["consistent"]:
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("store_path", metavar="STORE")
+@click.option("--source", help="Only this source (default: every directory source).")
+@click.option("--every", metavar="DURATION",
+              help="Run now and then every DURATION (e.g. 15m, 1h) until stopped.")
+@click.option("--forwarding-retention", metavar="DURATION",
+              help="How long replaced chunk ids stay resolvable (default 30d); saved.")
+@click.option("--json", "as_json", is_flag=True, help="Print each summary as JSON.")
+def reingest(store_path: str, source: str | None, every: str | None,
+             forwarding_retention: str | None, as_json: bool) -> None:
+    """Refresh STORE from its sources: replace modified reports, add new, drop gone.
+
+    Exits 1 when a report failed, 75 when another run holds the store.
+    """
+    from researchstore.errors import StoreLocked
+    from researchstore.forwarding import set_retention_days
+    from researchstore.reingest import parse_duration, run_every
+    from researchstore.reingest import reingest as run_reingest
+
+    try:
+        interval = parse_duration(every) if every else None
+        retention = parse_duration(forwarding_retention) if forwarding_retention else None
+    except ResearchStoreError as error:
+        raise click.BadParameter(error.message) from None
+    failed = False
+
+    def run_once(store: Store) -> None:
+        nonlocal failed
+        try:
+            summaries = run_reingest(store, source=source)
+        except StoreLocked as error:
+            click.echo(f"researchstore: another run is at work: {error.message}", err=True)
+            if interval is None:
+                sys.exit(error.exit_code)
+            return
+        except ResearchStoreError as error:
+            raise StoreError(error) from None
+        for summary in summaries:
+            if as_json:
+                echo_json(summary.to_dict())
+            else:
+                print_summary(summary.to_dict())
+            failed = failed or bool(summary.failed)
+
+    with open_store(store_path) as store:
+        if retention is not None:
+            with store.transaction() as conn:
+                set_retention_days(conn, retention / 86400)
+        if interval is None:
+            run_once(store)
+        else:
+            run_every(interval, lambda: run_once(store))
+    if failed:
         sys.exit(1)
 
 

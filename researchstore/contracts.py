@@ -402,6 +402,25 @@ EVIDENCE_RETRIEVAL: Schema = {
 }
 
 
+#: Where a (possibly stale) chunk id's content lives now.
+RESOLUTION: Schema = _object(
+    {
+        "chunk_id": _STRING,
+        "status": {"type": "string", "enum": ["current", "replaced", "gone"]},
+        "replaced_at": _nullable(_TIMESTAMP),
+        "replaced_by_run": _nullable(_ID),
+        "match": _nullable(
+            {"type": "string", "enum": ["same_id", "same_text", "overlapping_span"]}
+        ),
+        "chunks": _array(CHUNK),
+        "report_id": _REPORT_ID,
+        "document_path": _STRING,
+        "reason": _STRING,
+    },
+    optional=("report_id", "document_path", "reason"),
+)
+
+
 # -- one schema per tool ---------------------------------------------------------
 
 _SCHEMAS: dict[str, Schema] = {
@@ -435,6 +454,7 @@ _SCHEMAS: dict[str, Schema] = {
             }
         )
     ),
+    "research_resolve_chunk": envelope(_object({"resolution": _nullable(RESOLUTION)})),
     "research_evidence_retrieve": envelope(EVIDENCE_RETRIEVAL),
     "ingest_file": envelope(INGEST_SUMMARY),
 }

@@ -222,6 +222,15 @@ class SearchIndex:
         """Pick up commits made by another process now."""
         self._index.reload()
 
+    def all_chunk_ids(self) -> list[str]:
+        """Every chunk id the index holds (for consistency checks, not hot paths)."""
+        searcher = self.searcher()
+        total = searcher.num_docs
+        if total == 0:
+            return []
+        result = searcher.search(tantivy.Query.all_query(), limit=total, count=False)
+        return [searcher.doc(address).get_first("chunk_id") for _, address in result.hits]
+
     @property
     def num_docs(self) -> int:
         return self.searcher().num_docs

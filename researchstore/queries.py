@@ -33,6 +33,20 @@ def _chunk(row: Sequence[Any]) -> dict[str, Any]:
     }
 
 
+def chunk_rows(
+    conn: sqlite3.Connection, where: str, params: Sequence[Any], *, with_span: bool = False
+) -> list[dict[str, Any]]:
+    """Chunks (navigation shape) matching an SQL condition on ``c``/``d``."""
+    columns = _CHUNK_COLUMNS + (", c.char_start, c.char_end" if with_span else "")
+    out = []
+    for row in conn.execute(f"SELECT {columns} {_CHUNK_FROM} WHERE {where}", params):
+        chunk = _chunk(row)
+        if with_span:
+            chunk["char_start"], chunk["char_end"] = row[10], row[11]
+        out.append(chunk)
+    return out
+
+
 def get_chunk(conn: sqlite3.Connection, chunk_id: str) -> dict[str, Any] | None:
     """Seed 000's shape: report_id, title, date, score 0.0, text, chunk_id."""
     row = conn.execute(

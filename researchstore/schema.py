@@ -179,7 +179,31 @@ def _create_api_keys(db: sqlite_utils.Database) -> None:
     db["api_keys"].create_index(["key_id"], unique=True)
 
 
-MIGRATIONS: list[Migration] = [_create_core, _create_api_keys]
+def _create_chunk_history(db: sqlite_utils.Database) -> None:
+    # The forwarding record: chunks retired by a re-ingest (or removed with
+    # their report), kept for a configurable time so that a stale chunk_id
+    # can be resolved to the chunk(s) now holding the same part of the text.
+    db["chunk_history"].create(
+        {
+            "chunk_id": str,
+            "report_id": int,
+            "document_path": str,
+            "position": int,
+            "char_start": int,
+            "char_end": int,
+            "text_hash": str,
+            "reason": str,
+            "retired_at": str,
+            "retired_by": int,
+        },
+        pk="chunk_id",
+        foreign_keys=[("retired_by", "source_versions", "id")],
+        not_null={"report_id", "document_path", "reason", "retired_at", "retired_by"},
+    )
+    db["chunk_history"].create_index(["retired_at"])
+
+
+MIGRATIONS: list[Migration] = [_create_core, _create_api_keys, _create_chunk_history]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -458,6 +458,13 @@ class Store:
         with self.reading() as conn:
             return queries.get_document_chunks(conn, document_id, start, limit)
 
+    def resolve_chunk(self, chunk_id: str) -> dict[str, Any] | None:
+        """Where a (possibly stale) chunk id's content lives now; None if never seen."""
+        from researchstore.forwarding import resolve_chunk
+
+        with self.reading() as conn:
+            return resolve_chunk(conn, chunk_id)
+
     def get_report(self, report_id: int) -> dict[str, Any] | None:
         with self.reading() as conn:
             return queries.get_report(conn, report_id)
@@ -510,17 +517,23 @@ def index_title(report_title: str, document_title: str | None) -> str:
 
 
 def check_store(store: Store) -> dict[str, Any]:
-    """Compare store and index: SQLite integrity and the set of indexed ids."""
+    """Compare store and index: SQLite integrity and the exact sets of chunk ids."""
     with store.reading() as conn:
         integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
-        ok_chunks = conn.execute("SELECT count(*) FROM chunks WHERE status = 'ok'").fetchone()[0]
+        ok_ids = {row[0] for row in conn.execute("SELECT chunk_id FROM chunks WHERE status = 'ok'")}
         pending = conn.execute("SELECT count(*) FROM index_pending").fetchone()[0]
     store.index.refresh()
+    indexed = store.index.all_chunk_ids()
+    indexed_set = set(indexed)
     return {
         "integrity": integrity,
-        "chunks_ok": ok_chunks,
-        "indexed": store.index.num_docs,
+        "chunks_ok": len(ok_ids),
+        "indexed": len(indexed),
+        "missing_from_index": len(ok_ids - indexed_set),
+        "unknown_to_store": len(indexed_set - ok_ids),
+        "duplicates_in_index": len(indexed) - len(indexed_set),
         "pending": pending,
+        "consistent": integrity == "ok" and ok_ids == indexed_set and len(indexed) == len(ok_ids),
     }
 
 

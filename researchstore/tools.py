@@ -244,6 +244,10 @@ def _get_document_chunks(store: Store, args: dict[str, Any]) -> dict[str, Any]:
     return store.get_document_chunks(args["id"], args["from"], args["limit"])
 
 
+def _resolve_chunk(store: Store, args: dict[str, Any]) -> dict[str, Any]:
+    return {"resolution": store.resolve_chunk(args["chunk_id"])}
+
+
 _CHUNK_ID = Param(
     "chunk_id",
     "string",
@@ -373,6 +377,18 @@ TOOLS: dict[str, Tool] = {
                       default=20, minimum=1, maximum=100),
             ),
             _get_document_chunks,
+        ),
+        Tool(
+            "research_resolve_chunk",
+            "Resolve a stale chunk id",
+            "Say where a chunk_id's content lives now, after a re-ingest replaced it.\n\n"
+            "status is current (the id is live; chunks holds it), replaced (chunks are the "
+            "current chunks of the same document holding the same text, or the same span "
+            "of it; replaced_at and replaced_by_run say when and by which run), or gone "
+            "(the report or document was removed). An id never seen, or forgotten after "
+            'the retention period, is a miss: {"result": {"resolution": null}}.',
+            (_CHUNK_ID,),
+            _resolve_chunk,
         ),
     )
 }

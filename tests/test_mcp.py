@@ -153,6 +153,10 @@ def calls(sample: Sample) -> dict[str, tuple[list[dict[str, Any]], list[dict[str
             [{"id": document, "limit": 0}, {"id": document, "limit": 101},
              {"id": document, "from": -1}],
         ),
+        "research_resolve_chunk": (
+            [{"chunk_id": chunk}, {"chunk_id": "never-seen"}],
+            [{}, {"chunk_id": ""}, {"chunk_id": 7}],
+        ),
         "research_evidence_retrieve": (
             [{"url": "https://example.com/research-notes", "kind": "url_text",
               "workspace_id": WORKSPACE, "mutation_id": str(uuid.uuid4())}],

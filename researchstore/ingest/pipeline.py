@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from researchstore.errors import InvalidInput
+from researchstore.forwarding import prune_history, retire_report_chunks
 from researchstore.ids import new_id
 from researchstore.index import IndexedChunk
 from researchstore.ingest.chunking import chunk_blocks, chunk_segments
@@ -389,6 +390,9 @@ class _Writer:
         )
         if prepared.existing_id is not None:
             report_id = prepared.existing_id
+            retire_report_chunks(
+                self.conn, report_id, version_rowid=self.version_rowid, reason="modified", now=now
+            )
             self.conn.execute("DELETE FROM chunks WHERE report_id = ?", (report_id,))
             self.conn.execute("DELETE FROM documents WHERE report_id = ?", (report_id,))
             self.conn.execute(
@@ -511,9 +515,15 @@ def ingest_source(
                 _ingest_one(store, root, report, known, writer, summary)
                 bar.advance()
             writer.flush()
-            if remove_missing and existing:
-                _remove_reports(store, [report_id for report_id, _, _ in existing.values()])
-                summary.removed = len(existing)
+            if remove_missing and existing and not reports:
+                # An empty root is far more often an unmounted disk than a
+                # source whose every report was deleted on purpose.
+                _refuse(summary, "*", f"no reports found under {root}; refusing to remove "
+                        f"all {len(existing)} reports of source {name!r}")
+            elif remove_missing and existing:
+                gone = [report_id for report_id, _, _ in existing.values()]
+                _remove_reports(store, gone, version_rowid=version_rowid)
+                summary.removed = len(gone)
             writer.last_seq = _last_seq(store)
             writer.commit_index()
         summary.seconds = time.perf_counter() - started
@@ -614,6 +624,9 @@ def _refuse(summary: IngestSummary, key: str, reason: str) -> None:
 def _begin_version(store: Store, root: Path, name: str) -> tuple[int, int, str]:
     version_id = new_id()
     with store.transaction() as conn:
+        # We hold the writer lock: a version still "running" was cut short.
+        conn.execute("UPDATE source_versions SET status = 'interrupted' WHERE status = 'running'")
+        prune_history(conn)
         row = conn.execute("SELECT id FROM sources WHERE name = ?", (name,)).fetchone()
         if row is None:
             source_id = conn.execute(
@@ -653,10 +666,12 @@ def _existing_reports(store: Store, source_id: int) -> dict[str, tuple[int, str,
     return {key: (report_id, signature, digest) for key, report_id, signature, digest in rows}
 
 
-def _remove_reports(store: Store, report_ids: list[int]) -> None:
+def _remove_reports(store: Store, report_ids: list[int], *, version_rowid: int) -> None:
     now = _now()
     with store.transaction() as conn:
         for report_id in report_ids:
+            retire_report_chunks(conn, report_id, version_rowid=version_rowid,
+                                 reason="removed", now=now)
             conn.execute("DELETE FROM chunks WHERE report_id = ?", (report_id,))
             conn.execute("DELETE FROM documents WHERE report_id = ?", (report_id,))
             conn.execute("DELETE FROM reports WHERE report_id = ?", (report_id,))

@@ -1,0 +1,94 @@
+"""The scheduled re-ingest job: refresh every directory source of a store.
+
+Each source is walked again: unchanged reports keep their ids, modified ones
+are replaced with new ids (their old chunks go to the forwarding record),
+new ones are added and vanished ones removed. One run at a time: the store's
+writer lock is taken without waiting, and a second run is told who holds it.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+
+from researchstore.errors import InvalidInput
+from researchstore.ingest.pipeline import IngestSummary, ingest_source
+from researchstore.store import Store
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])", re.IGNORECASE)
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str) -> float:
+    """``"90s"``, ``"15m"``, ``"1h30m"``, ``"2d"`` → seconds."""
+    cleaned = text.strip().replace(" ", "")
+    parts = _DURATION_PART.findall(cleaned)
+    if not cleaned or "".join(f"{n}{u}" for n, u in parts).lower() != cleaned.lower():
+        raise InvalidInput(
+            f"not a duration: {text!r} (use e.g. 90s, 15m, 1h, 1h30m, 2d)", field="every"
+        )
+    seconds = sum(float(number) * _UNIT_SECONDS[unit.lower()] for number, unit in parts)
+    if seconds <= 0:
+        raise InvalidInput("a duration must be more than zero", field="every")
+    return seconds
+
+
+def reingest(
+    store: Store, *, source: str | None = None, progress: bool | None = None
+) -> list[IngestSummary]:
+    """Refresh every directory source (or only ``source``); one summary each."""
+    with store.writing(wait=False):
+        rows = store.conn.execute(
+            "SELECT name, root FROM sources WHERE kind = 'directory' ORDER BY name"
+        ).fetchall()
+        if source is not None:
+            rows = [row for row in rows if row[0] == source]
+            if not rows:
+                raise InvalidInput(f"no directory source named {source!r}", field="source")
+        summaries = []
+        for name, root in rows:
+            if not Path(root).is_dir():
+                summary = IngestSummary(source=name, version_id="")
+                summary.failed = 1
+                summary.failures.append(
+                    {"report": "*", "reason": f"source root {root} is not a directory; "
+                     "nothing was changed"}
+                )
+                summaries.append(summary)
+                continue
+            summaries.append(
+                ingest_source(store, Path(root), name=name, remove_missing=True,
+                              progress=progress)
+            )
+        return summaries
+
+
+def run_every(interval: float, run_once: Callable[[], None], *,
+              stop: threading.Event | None = None) -> None:
+    """Call ``run_once`` now and then every ``interval`` seconds until stopped.
+
+    SIGTERM and SIGINT end the loop between runs (never in the middle of
+    one: a run is cut short only by the kill that no handler can catch,
+    and the next run repairs that).
+    """
+    stop = stop or threading.Event()
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {
+        signum: signal.signal(signum, request_stop) for signum in (signal.SIGTERM, signal.SIGINT)
+    }
+    try:
+        while not stop.is_set():
+            started = time.monotonic()
+            run_once()
+            stop.wait(max(0.0, interval - (time.monotonic() - started)))
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
