@@ -104,8 +104,13 @@ def tag_terms(tags: dict[str, Any]) -> list[str]:
     terms = []
     for name, value in tags.items():
         values = value if isinstance(value, list) else [value]
-        terms.extend(f"{name}={item}" for item in values if item is not None)
+        terms.extend(f"{name}={tag_value(item)}" for item in values if item is not None)
     return terms
+
+
+def tag_value(value: Any) -> str:
+    """A tag value as a filter names it: JSON's spelling for true, false and numbers."""
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def date_number(date: str) -> int:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from researchstore import queries
-from researchstore.errors import ResearchStoreError, StoreLocked
+from researchstore.errors import InvalidInput, ResearchStoreError, StoreLocked
 from researchstore.index import INDEX_SCHEMA_VERSION, IndexedChunk, SearchFilters, SearchIndex
 from researchstore.progress import progress_bar
 from researchstore.schema import migrate
@@ -129,9 +129,16 @@ class Store:
         self._writer_depth = 0
         self.index: SearchIndex | None = None  # type: ignore[assignment]
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = connect(self.path)
-        with self.transaction():
-            migrate(self.conn)
+        if self.path.is_dir():
+            raise InvalidInput(f"{self.path} is a directory, not a store file", field="store")
+        try:
+            self.conn = connect(self.path)
+            with self.transaction():
+                migrate(self.conn)
+        except sqlite3.DatabaseError as error:
+            raise InvalidInput(
+                f"{self.path} is not a researchstore SQLite file ({error})", field="store"
+            ) from None
         self.store_uuid = self._meta("store_uuid") or ""
         self.index = self._open_index()
         self.sync_index(wait=False)

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 DOCUMENT_KINDS = ("html", "vtt", "srt", "text")
+#: The largest integer JSON clients can carry exactly (2**53 - 1).
+MAX_SAFE_INTEGER = 9_007_199_254_740_991
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +85,7 @@ def _fail(param: Param, message: str) -> InvalidInput:
 def _check_string(param: Param, value: Any) -> str:
     if not isinstance(value, str):
         raise _fail(param, f"must be a string, got {type(value).__name__}")
+    value = _without_lone_surrogates(value)
     if param.min_length is not None and len(value) < param.min_length:
         raise _fail(param, f"must be at least {param.min_length} character(s) long")
     if param.max_length is not None and len(value) > param.max_length:
@@ -91,6 +94,15 @@ def _check_string(param: Param, value: Any) -> str:
         raise _fail(param, f"must be one of {', '.join(param.enum)}; got {value!r}")
     if param.format == "date" and not _is_date(value):
         raise _fail(param, f"must be a date as YYYY-MM-DD; got {value!r}")
+    return value
+
+
+def _without_lone_surrogates(value: str) -> str:
+    """JSON can carry a lone surrogate (``"\\ud800"``) that UTF-8 cannot: make it U+FFFD."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     return value
 
 
@@ -114,7 +126,7 @@ def _check_array(param: Param, value: Any) -> list[str]:
     for item in value:
         if not isinstance(item, str) or not item:
             raise _fail(param, "every item must be a non-empty string")
-    return value
+    return [_without_lone_surrogates(item) for item in value]
 
 
 def _check_tags(param: Param, value: Any) -> dict[str, list[str]]:
@@ -125,7 +137,7 @@ def _check_tags(param: Param, value: Any) -> dict[str, list[str]]:
         values = wanted if isinstance(wanted, list) else [wanted]
         if not values or not all(isinstance(item, str) and item for item in values):
             raise _fail(param, f"{name!r} must be a non-empty string or a list of them")
-        tags[name] = values
+        tags[_without_lone_surrogates(name)] = [_without_lone_surrogates(v) for v in values]
     return tags
 
 
@@ -281,7 +293,8 @@ TOOLS: dict[str, Tool] = {
                       min_length=1, max_length=4096),
                 Param("limit", "integer", "How many hits to return.", default=10,
                       minimum=1, maximum=50),
-                Param("report_id", "integer", "Only chunks of this report.", minimum=1),
+                Param("report_id", "integer", "Only chunks of this report.", minimum=1,
+                      maximum=MAX_SAFE_INTEGER),
                 Param("tags", "object",
                       'Only reports with these tags, e.g. {"audience": "students"}; a list '
                       "of values matches any of them."),
@@ -311,7 +324,7 @@ TOOLS: dict[str, Tool] = {
             "Get report",
             "A report's metadata, tags and documents; null when there is no such report.",
             (Param("report_id", "integer", "The report_id from a search hit or chunk.",
-                   required=True, minimum=1),),
+                   required=True, minimum=1, maximum=MAX_SAFE_INTEGER),),
             _get_report,
         ),
         Tool(
@@ -372,7 +385,7 @@ TOOLS: dict[str, Tool] = {
             (
                 _anchor("Document UUID."),
                 Param("from", "integer", "Zero-based chunk position to start from.",
-                      default=0, minimum=0),
+                      default=0, minimum=0, maximum=MAX_SAFE_INTEGER),
                 Param("limit", "integer", "Chunk bodies to return; range 1-100.",
                       default=20, minimum=1, maximum=100),
             ),

@@ -376,12 +376,6 @@ def test_a_missing_store_is_a_clear_error(tmp_path: Path, args: list[str]) -> No
     assert not db.exists() and not db.parent.exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: cli.open_store only turns ResearchStoreError into a message; Store() lets "
-    "sqlite3.DatabaseError ('file is not a database') / OperationalError ('unable to open "
-    "database file') escape, so the user gets a Python traceback",
-)
 @pytest.mark.parametrize("kind", ["not-a-database", "a-directory"])
 @pytest.mark.parametrize("command", ["search", "call", "chunk"])
 def test_a_store_path_that_is_not_a_store_is_a_clear_error(

@@ -764,11 +764,6 @@ def test_bad_report_json_makes_the_cli_exit_non_zero(tmp_path: Path) -> None:
     assert summary["failures"][0]["report"] == "bad"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: report.json tags with boolean values are indexed as Python's str(True) "
-    "('reviewed=True'), so the JSON-spelled filter {'reviewed': 'true'} finds nothing",
-)
 def test_non_string_tag_values_are_filterable_as_json_spells_them(tmp_path: Path) -> None:
     root = tmp_path / "source"
     write_report(root, "r", {"title": "Tagged", "date": "2026-01-02",
@@ -863,12 +858,6 @@ def test_unsupported_and_oversized_files_are_reported(
         assert search(store, "smallword") and search(store, "hugeword") == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: pipeline.discover() never looks at a report.json in the source root: it is "
-    "neither honoured (the root's files become single-file reports with empty tags) nor "
-    "listed in summary.skipped",
-)
 def test_a_report_json_at_the_source_root_is_not_silently_ignored(tmp_path: Path) -> None:
     root = tmp_path / "source"
     root.mkdir()
@@ -885,11 +874,6 @@ def test_a_report_json_at_the_source_root_is_not_silently_ignored(tmp_path: Path
         assert honoured or reported
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: pipeline.discover() skips a symlink to a directory (is_dir(follow_symlinks="
-    "False)) and a dangling symlink (is_file() is False) without a summary.skipped entry",
-)
 @pytest.mark.parametrize("link", ["to-directory", "dangling"])
 def test_symlinks_are_never_silently_dropped(tmp_path: Path, link: str) -> None:
     root = tmp_path / "source"

@@ -11,12 +11,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import long_text, write_report
 
 from researchstore import Store, StoreLocked
 from researchstore.index import SIDECAR
 from researchstore.store import check_store
-
-from conftest import long_text, write_report
 
 
 def _ids(hits: list[dict]) -> list[str]:

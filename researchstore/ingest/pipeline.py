@@ -36,6 +36,10 @@ MAX_FILE_BYTES = 64 * 1024 * 1024
 BATCH_CHUNKS = 2_000
 BATCH_REPORTS = 200
 INDEX_COMMIT_CHUNKS = 100_000
+#: The longest a run lets the index lag behind its SQLite commits: while it
+#: lags, search cannot see the reports written since (their old ids are gone
+#: from SQLite, their new ids not yet in the index).
+INDEX_COMMIT_SECONDS = 1.0
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
@@ -119,9 +123,17 @@ class ReportError(Exception):
 
 
 def discover(root: Path) -> tuple[list[ReportSource], list[dict[str, Any]]]:
-    """Every report under ``root`` and the files that were passed over."""
+    """Every report under ``root`` and the files that were passed over (and why).
+
+    Hidden entries (names starting with ".") are ignored on purpose; every
+    other file becomes a document or is listed as passed over.
+    """
     reports: list[ReportSource] = []
     passed_over: list[dict[str, Any]] = []
+    if (root / REPORT_FILE).is_file():
+        passed_over.append(_passed_over(
+            REPORT_FILE, "a report.json at the source root is ignored: a report is a "
+            "directory inside the source"))
     stack = [""]
     while stack:
         relative = stack.pop()
@@ -132,13 +144,17 @@ def discover(root: Path) -> tuple[list[ReportSource], list[dict[str, Any]]]:
             if entry.name.startswith("."):
                 continue
             path = f"{relative}/{entry.name}" if relative else entry.name
-            if entry.is_dir(follow_symlinks=False):
+            link_problem = _link_problem(entry)
+            if link_problem:
+                passed_over.append(_passed_over(path, link_problem))
+            elif entry.is_dir():
                 subdirs.append(path)
-            elif entry.is_file():
-                if Path(entry.name).suffix.lower() in SUPPORTED_SUFFIXES:
-                    reports.append(ReportSource(path, relative, False, [path]))
-                elif entry.name != REPORT_FILE:
-                    passed_over.append(_passed_over(path, "unsupported file type"))
+            elif not entry.is_file():
+                passed_over.append(_passed_over(path, "not a regular file"))
+            elif Path(entry.name).suffix.lower() in SUPPORTED_SUFFIXES:
+                reports.append(ReportSource(path, relative, False, [path]))
+            elif not (entry.name == REPORT_FILE and relative):
+                passed_over.append(_passed_over(path, "unsupported file type"))
         for path in reversed(subdirs):
             if (root / path / REPORT_FILE).is_file():
                 files, skipped = _report_files(root, path)
@@ -150,22 +166,44 @@ def discover(root: Path) -> tuple[list[ReportSource], list[dict[str, Any]]]:
     return reports, passed_over
 
 
+def _link_problem(entry: os.DirEntry[str]) -> str | None:
+    """Why a symbolic link is not followed, or None for anything else."""
+    if not entry.is_symlink():
+        return None
+    if not os.path.exists(entry.path):
+        return "broken symbolic link"
+    if entry.is_dir():
+        return "symbolic link to a directory is not followed (it could loop)"
+    return None  # a link to a file is read like the file
+
+
 def _passed_over(path: str, reason: str) -> dict[str, Any]:
     return {"path": path, "status": "skipped", "reason": reason, "details": []}
 
 
 def _report_files(root: Path, report_key: str) -> tuple[list[str], list[dict[str, Any]]]:
-    files, skipped = [], []
-    for directory, dirnames, filenames in os.walk(root / report_key):
-        dirnames[:] = sorted(name for name in dirnames if not name.startswith("."))
-        for name in sorted(filenames):
-            if name.startswith(".") or name == REPORT_FILE:
+    files: list[str] = []
+    skipped: list[dict[str, Any]] = []
+    stack = [root / report_key]
+    while stack:
+        directory = stack.pop()
+        subdirs = []
+        for entry in sorted(os.scandir(directory), key=lambda entry: entry.name):
+            if entry.name.startswith("."):
                 continue
-            path = Path(directory, name).relative_to(root).as_posix()
-            if Path(name).suffix.lower() in SUPPORTED_SUFFIXES:
+            path = Path(entry.path).relative_to(root).as_posix()
+            link_problem = _link_problem(entry)
+            if link_problem:
+                skipped.append(_passed_over(path, link_problem))
+            elif entry.is_dir():
+                subdirs.append(Path(entry.path))
+            elif not entry.is_file():
+                skipped.append(_passed_over(path, "not a regular file"))
+            elif Path(entry.name).suffix.lower() in SUPPORTED_SUFFIXES:
                 files.append(path)
-            else:
+            elif not (entry.name == REPORT_FILE and directory == root / report_key):
                 skipped.append(_passed_over(path, "unsupported file type"))
+        stack.extend(reversed(subdirs))
     return sorted(files), skipped
 
 
@@ -313,6 +351,7 @@ class _Writer:
         self.batch_chunks = 0
         self.uncommitted_chunks = 0
         self.last_seq = 0
+        self.last_index_commit = time.monotonic()
         self.folders: dict[str, int] = {}
 
     def add(self, prepared: _Prepared) -> None:
@@ -351,13 +390,15 @@ class _Writer:
             self.uncommitted_chunks += len(chunks)
         self.batch.clear()
         self.batch_chunks = 0
-        if self.uncommitted_chunks >= INDEX_COMMIT_CHUNKS:
+        lag = time.monotonic() - self.last_index_commit
+        if self.uncommitted_chunks >= INDEX_COMMIT_CHUNKS or lag >= INDEX_COMMIT_SECONDS:
             self.commit_index()
 
     def commit_index(self) -> None:
         if self.last_seq:
             self.store.commit_index(self.last_seq)
         self.uncommitted_chunks = 0
+        self.last_index_commit = time.monotonic()
 
     def _folder(self, path: str) -> int | None:
         if not path:
@@ -385,8 +426,15 @@ class _Writer:
         tags_json = json.dumps(prepared.tags, sort_keys=True, ensure_ascii=False)
         folder_rowid = self._folder(source.folder)
         values = (
-            folder_rowid, self.version_rowid, int(source.is_dir), prepared.title, prepared.date,
-            tags_json, prepared.signature, prepared.content_hash, now,
+            folder_rowid,
+            self.version_rowid,
+            int(source.is_dir),
+            prepared.title,
+            prepared.date,
+            tags_json,
+            prepared.signature,
+            prepared.content_hash,
+            now,
         )
         if prepared.existing_id is not None:
             report_id = prepared.existing_id
@@ -437,11 +485,24 @@ class _Writer:
             "content_hash, chunk_count, token_count, created_at) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                document_id, report_id, self.version_rowid, document.path,
-                document.path.rpartition("/")[2], parsed.kind, parsed.title, parsed.description,
-                parsed.language, parsed.date, parsed.encoding, document.status, document.reason,
-                json.dumps(parsed.skipped[:100], ensure_ascii=False), document.content_hash,
-                len(document.drafts), sum(draft.token_count for draft in document.drafts), now,
+                document_id,
+                report_id,
+                self.version_rowid,
+                document.path,
+                document.path.rpartition("/")[2],
+                parsed.kind,
+                parsed.title,
+                parsed.description,
+                parsed.language,
+                parsed.date,
+                parsed.encoding,
+                document.status,
+                document.reason,
+                json.dumps(parsed.skipped[:100], ensure_ascii=False),
+                document.content_hash,
+                len(document.drafts),
+                sum(draft.token_count for draft in document.drafts),
+                now,
             ),
         )
         document_rowid = cursor.lastrowid
@@ -452,11 +513,19 @@ class _Writer:
             "VALUES (?, ?, ?, ?, 'ok', ?, ?, ?, ?, ?, ?, ?)",
             [
                 (
-                    chunk_id, document_rowid, report_id, draft.position, draft.text,
+                    chunk_id,
+                    document_rowid,
+                    report_id,
+                    draft.position,
+                    draft.text,
                     draft.token_count,
                     json.dumps(draft.heading_path, ensure_ascii=False)
-                    if draft.heading_path else None,
-                    draft.start_ms, draft.end_ms, draft.char_start, draft.char_end,
+                    if draft.heading_path
+                    else None,
+                    draft.start_ms,
+                    draft.end_ms,
+                    draft.char_start,
+                    draft.char_end,
                 )
                 for chunk_id, draft in zip(chunk_ids, document.drafts, strict=True)
             ],
@@ -518,8 +587,12 @@ def ingest_source(
             if remove_missing and existing and not reports:
                 # An empty root is far more often an unmounted disk than a
                 # source whose every report was deleted on purpose.
-                _refuse(summary, "*", f"no reports found under {root}; refusing to remove "
-                        f"all {len(existing)} reports of source {name!r}")
+                _refuse(
+                    summary,
+                    "*",
+                    f"no reports found under {root}; refusing to remove "
+                    f"all {len(existing)} reports of source {name!r}",
+                )
             elif remove_missing and existing:
                 gone = [report_id for report_id, _, _ in existing.values()]
                 _remove_reports(store, gone, version_rowid=version_rowid)
@@ -581,8 +654,11 @@ def _ingest_one(
         return
     try:
         prepared = _prepare(
-            root, report, existing_id=known[0] if known else None,
-            signature=signature, chunk_tokens=store.chunk_tokens,
+            root,
+            report,
+            existing_id=known[0] if known else None,
+            signature=signature,
+            chunk_tokens=store.chunk_tokens,
         )
     except (ReportError, OSError) as error:
         _refuse(summary, report.key, str(error))
@@ -670,8 +746,9 @@ def _remove_reports(store: Store, report_ids: list[int], *, version_rowid: int) 
     now = _now()
     with store.transaction() as conn:
         for report_id in report_ids:
-            retire_report_chunks(conn, report_id, version_rowid=version_rowid,
-                                 reason="removed", now=now)
+            retire_report_chunks(
+                conn, report_id, version_rowid=version_rowid, reason="removed", now=now
+            )
             conn.execute("DELETE FROM chunks WHERE report_id = ?", (report_id,))
             conn.execute("DELETE FROM documents WHERE report_id = ?", (report_id,))
             conn.execute("DELETE FROM reports WHERE report_id = ?", (report_id,))
