@@ -1,0 +1,399 @@
+"""WebVTT (webvtt-py) and SubRip (pysrt) captions into timed segments.
+
+The only module that imports ``webvtt`` and ``pysrt``. Both libraries are
+fed one cue block at a time: webvtt-py 0.6 silently drops a cue it cannot
+read (and rejects a whole file in strict mode), and pysrt either drops bad
+cues silently or stops at the first one. Reading block by block lets every
+good cue survive and every bad one be named in ``skipped``.
+
+Outcomes (``ParsedDocument.status`` / ``reason``):
+
+- ``ok``: every cue read.
+- ``partial`` / ``invalid_cues``: some cues skipped (bad timings, negative
+  times, end not after start); the others kept.
+- ``invalid`` / ``invalid_captions``: text, but no cue could be read.
+- ``invalid`` / ``binary``: not text at all.
+- ``empty`` / ``no_text``: an empty file, or cues without any text.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pysrt
+import webvtt
+from webvtt.errors import MalformedCaptionError, MalformedFileError
+
+from researchstore.ingest.decode import decode_text, looks_binary, normalize_language
+from researchstore.ingest.model import ParsedDocument, Segment
+
+__all__ = ["parse_srt", "parse_vtt"]
+
+#: A cue starting at most this long after the previous one ended can repeat it.
+_FOLLOW_ON_MS = 1000
+_NOTE_LINE = re.compile(r"line (\d+)")
+_CUE_TAG = re.compile(r"<[^<>\n]*>")
+# SubRip files from Aegisub and friends carry ASS override blocks like {\an8}.
+_ASS_OVERRIDE = re.compile(r"\{\\[^{}\n]*\}")
+_WHITESPACE = re.compile(r"\s+")
+_DIGITS = re.compile(r"^\s*\d+\s*$")
+_HEADER_FIELD = re.compile(r"^\s*([A-Za-z][\w -]*?)\s*[:=]\s*(.*?)\s*$")
+_NOTE_TITLE = re.compile(r"^\s*title\s*[:=]\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
+# hh:mm:ss,mmm or hh:mm:ss.mmm; a leading minus is caught to report it, as
+# pysrt would read "-00:00:01,000" as plus one second.
+_SRT_TIMING = re.compile(
+    r"^\s*(-?)\d+:\d{1,2}:\d{1,2}[,.]\d{1,3}\s*-->\s*(-?)\d+:\d{1,2}:\d{1,2}[,.]\d{1,3}(?:\s|$)"
+)
+
+
+@dataclass(slots=True)
+class _Cue:
+    number: int  # 1-based position among the file's cue blocks
+    line: int  # 1-based line of its timing line
+    start_ms: int
+    end_ms: int
+    lines: list[str]  # cleaned text lines, none empty
+
+
+@dataclass(slots=True)
+class _Reading:
+    cues: list[_Cue] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    title: str | None = None
+    language: str | None = None
+    #: A WebVTT header or at least one cue timing line was seen.
+    recognised: bool = False
+
+
+def parse_vtt(data: bytes) -> ParsedDocument:
+    """Parse WebVTT bytes; a SubRip file with a ``.vtt`` name is read too."""
+    return _parse_captions(data, "vtt")
+
+
+def parse_srt(data: bytes) -> ParsedDocument:
+    """Parse SubRip bytes; a WebVTT file with a ``.srt`` name is read too."""
+    return _parse_captions(data, "srt")
+
+
+def _parse_captions(data: bytes, kind: str) -> ParsedDocument:
+    doc = ParsedDocument(kind="vtt" if kind == "vtt" else "srt")
+    if not data.strip():
+        doc.status, doc.reason = "empty", "no_text"
+        return doc
+    if looks_binary(data):
+        doc.status, doc.reason = "invalid", "binary"
+        return doc
+    text, doc.encoding = decode_text(data)
+    # Blank lines before the header are tolerated; line numbers still count them.
+    stripped = text.lstrip("\n")
+    first_line = 1 + len(text) - len(stripped)
+    text = stripped
+    if not text.strip():
+        doc.status, doc.reason = "empty", "no_text"
+        return doc
+
+    if text.startswith("WEBVTT"):
+        reading = _read_vtt(text, first_line)
+    else:
+        # No header: try both readers (the file may be misnamed) and keep
+        # the one that read more cues, the named format winning a tie.
+        readers: list[Callable[[str, int], _Reading]] = [_read_srt, _read_vtt]
+        if kind == "vtt":
+            readers.reverse()
+        readings = [read(text, first_line) for read in readers]
+        reading = max(readings, key=lambda r: (len(r.cues), -len(r.skipped)))
+
+    doc.title, doc.language = reading.title, reading.language
+    doc.skipped = list(reading.skipped)
+    if not reading.cues:
+        if reading.recognised and not reading.skipped:
+            doc.status, doc.reason = "empty", "no_text"
+        else:
+            doc.status, doc.reason = "invalid", "invalid_captions"
+            if not reading.recognised:
+                doc.skipped.append("no WEBVTT header and no cue timings found")
+        return doc
+
+    doc.segments = _segments(reading.cues, doc.skipped)
+    doc.skipped.sort(key=_note_line)  # in file order
+    if not doc.segments:
+        doc.status = "invalid" if doc.skipped else "empty"
+        doc.reason = "invalid_captions" if doc.skipped else "no_text"
+    elif doc.skipped:
+        doc.status, doc.reason = "partial", "invalid_cues"
+    return doc
+
+
+# -- blocks --------------------------------------------------------------------
+
+
+def _split_blocks(
+    lines: list[str], *, vtt: bool, first_line: int = 1
+) -> list[tuple[int, list[str]]]:
+    """Split lines into ``(first_line_number, lines)`` blocks.
+
+    A block ends at an empty line (WebVTT: truly empty, as YouTube cues hold
+    lines of one space; SubRip: blank). As in webvtt-py, a timing line that
+    cannot belong to the current block starts a new one, so a missing blank
+    line does not merge two cues; a cue number left on the previous line
+    moves with it.
+    """
+    blocks: list[tuple[int, list[str]]] = []
+    start = 0
+    block: list[str] = []
+    in_header = vtt and bool(lines) and lines[0].startswith("WEBVTT")
+    for number, line in enumerate(lines, first_line):
+        empty = not line if vtt else not line.strip()
+        if empty:
+            if block:
+                blocks.append((start, block))
+                in_header = False
+            block = []
+            continue
+        if block and "-->" in line and (in_header or len(block) > 1 or "-->" in block[0]):
+            in_header = False
+            carried = []
+            if not vtt and len(block) > 1 and _DIGITS.match(block[-1]):
+                carried = [block.pop()]
+            blocks.append((start, block))
+            start, block = number - len(carried), carried
+        if not block:
+            start = number
+        block.append(line)
+    if block:
+        blocks.append((start, block))
+    return blocks
+
+
+def _timing_index(block: list[str]) -> int | None:
+    """Return the index of a block's timing line: first, or after an id."""
+    if "-->" in block[0]:
+        return 0
+    if len(block) > 1 and "-->" in block[1]:
+        return 1
+    return None
+
+
+def _clean_lines(raw_lines: list[str], *, srt: bool) -> list[str]:
+    """Strip cue markup, decode entities, collapse whitespace, drop empty lines."""
+    cleaned = []
+    for raw in raw_lines:
+        line = _CUE_TAG.sub("", raw)
+        if srt:
+            line = _ASS_OVERRIDE.sub("", line)
+        line = _WHITESPACE.sub(" ", html.unescape(line)).strip()
+        if line:
+            cleaned.append(line)
+    return cleaned
+
+
+def _note(number: int, line: int, why: str) -> str:
+    return f"cue {number} (line {line}): {why}"
+
+
+def _note_line(note: str) -> int:
+    match = _NOTE_LINE.search(note)
+    return int(match.group(1)) if match else 0
+
+
+def _shorten(text: str, limit: int = 60) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "…")
+
+
+# -- WebVTT ---------------------------------------------------------------------
+
+
+def _read_vtt(text: str, first_line: int = 1) -> _Reading:
+    lines = text.split("\n")
+    reading = _Reading()
+    has_header = lines[0].startswith("WEBVTT")
+    blocks = _split_blocks(lines, vtt=True, first_line=first_line)
+    if has_header and blocks:
+        reading.recognised = True
+        _read_vtt_header(blocks[0][1], reading)
+        blocks = blocks[1:]
+    number = 0
+    for block_line, block in blocks:
+        timing = _timing_index(block)
+        if timing is None:
+            head = block[0].strip()
+            if not "".join(block).strip():
+                continue  # lines of spaces only: nothing to read, nothing lost
+            if head.startswith("NOTE"):
+                match = _NOTE_TITLE.search("\n".join(block)[4:])
+                if match and reading.title is None:
+                    reading.title = match.group(1)
+            elif head == "STYLE" or head.startswith("REGION"):
+                continue
+            elif has_header or "-->" in "".join(block):
+                # Text outside any cue is never shown by a player; say so
+                # rather than drop it silently.
+                reading.skipped.append(
+                    f"block at line {block_line}: no cue timings, {_shorten(head)}"
+                )
+            continue
+        number += 1
+        reading.recognised = True
+        line = block_line + timing
+        caption = _vtt_caption(block)
+        if caption is None:
+            reading.skipped.append(
+                _note(number, line, f"bad timing line {_shorten(block[timing])}")
+            )
+            continue
+        reading.cues.append(
+            _Cue(
+                number,
+                line,
+                caption.start_time.in_milliseconds(),
+                caption.end_time.in_milliseconds(),
+                _clean_lines(list(caption.lines), srt=False),
+            )
+        )
+    return reading
+
+
+def _read_vtt_header(header: list[str], reading: _Reading) -> None:
+    for line in header[1:]:
+        match = _HEADER_FIELD.match(line)
+        if match is None:
+            continue
+        name, value = match.group(1).lower(), match.group(2)
+        if name == "language" and reading.language is None:
+            reading.language = normalize_language(value)
+        elif name == "title" and value and reading.title is None:
+            reading.title = value
+
+
+def _vtt_caption(block: list[str]) -> webvtt.Caption | None:
+    """Read one cue block with webvtt-py, or None if it cannot be read.
+
+    Strict first; then lenient, which also accepts short fields such as
+    ``0:1:5.2`` and unknown cue settings, which are harmless here.
+    """
+    source = "WEBVTT\n\n" + "\n".join(block)
+    for strict in (True, False):
+        try:
+            captions = webvtt.from_string(source, strict=strict).captions
+        except (MalformedCaptionError, MalformedFileError, ValueError):
+            continue
+        if len(captions) == 1:
+            return captions[0]
+    return None
+
+
+# -- SubRip --------------------------------------------------------------------
+
+
+def _read_srt(text: str, first_line: int = 1) -> _Reading:
+    reading = _Reading()
+    number = 0
+    for block_line, block in _split_blocks(text.split("\n"), vtt=False, first_line=first_line):
+        timing = _timing_index(block)
+        if timing is None:
+            if "-->" in "".join(block):
+                reading.skipped.append(
+                    f"block at line {block_line}: no cue timings, {_shorten(block[0])}"
+                )
+            elif reading.cues and not _DIGITS.match(block[0]):
+                # A blank line inside a cue's text is a common authoring slip
+                # in SubRip: the text still belongs to the cue before it.
+                reading.cues[-1].lines.extend(_clean_lines(block, srt=True))
+            elif not _DIGITS.match(block[0]):
+                reading.skipped.append(
+                    f"block at line {block_line}: text before the first cue, {_shorten(block[0])}"
+                )
+            continue
+        number += 1
+        line = block_line + timing
+        timing_line = block[timing]
+        match = _SRT_TIMING.match(timing_line)
+        if match is None:
+            reading.skipped.append(_note(number, line, f"bad timing line {_shorten(timing_line)}"))
+            continue
+        reading.recognised = True
+        if match.group(1) or match.group(2):
+            reading.skipped.append(_note(number, line, "negative time"))
+            continue
+        if len(block) - timing < 2:
+            continue  # a cue without text: nothing to keep, nothing lost
+        try:
+            item = pysrt.SubRipItem.from_lines(block)
+        except (pysrt.Error, ValueError) as error:
+            why = f"{type(error).__name__} {_shorten(timing_line)}"
+            reading.skipped.append(_note(number, line, why))
+            continue
+        reading.cues.append(
+            _Cue(
+                number,
+                line,
+                item.start.ordinal,
+                item.end.ordinal,
+                _clean_lines(item.text.split("\n"), srt=True),
+            )
+        )
+    return reading
+
+
+# -- segments --------------------------------------------------------------------
+
+
+def _segments(cues: list[_Cue], skipped: list[str]) -> list[Segment]:
+    """Validate, sort and de-duplicate cues into segments.
+
+    Rolling auto-captions (YouTube style) show the previous line again above
+    each new one, with ten-millisecond "snapshot" cues in between that only
+    repeat text. Each spoken line is kept once, timed by the cue that
+    introduced it. A cue's leading lines that repeat the previous cue's
+    trailing lines are dropped when it follows on at once (within a second);
+    a cue with nothing new is dropped whole.
+    """
+    valid: list[_Cue] = []
+    for cue in cues:
+        if cue.start_ms < 0 or cue.end_ms < 0:
+            skipped.append(_note(cue.number, cue.line, "negative time"))
+        elif cue.end_ms < cue.start_ms:
+            skipped.append(_note(cue.number, cue.line, "ends before it starts"))
+        else:
+            valid.append(cue)
+    valid.sort(key=lambda cue: cue.start_ms)  # stable: file order breaks ties
+
+    segments: list[Segment] = []
+    previous: list[str] = []
+    previous_end = 0
+    for index, cue in enumerate(valid):
+        if not cue.lines:
+            continue
+        if cue.end_ms == cue.start_ms:
+            following = valid[index + 1].lines if index + 1 < len(valid) else []
+            known = {*previous, *following}
+            if not known.issuperset(cue.lines):
+                skipped.append(_note(cue.number, cue.line, "ends when it starts"))
+            continue
+        # Only a cue that follows on (nearly) at once repeats the one before;
+        # the same words after a pause were said again.
+        repeated = (
+            _overlap(previous, cue.lines) if cue.start_ms <= previous_end + _FOLLOW_ON_MS else 0
+        )
+        new_lines = cue.lines[repeated:]
+        previous, previous_end = cue.lines, cue.end_ms
+        if new_lines:
+            segments.append(Segment(cue.start_ms, cue.end_ms, "\n".join(new_lines)))
+    return segments
+
+
+def _overlap(previous: list[str], lines: list[str]) -> int:
+    """Return how many leading ``lines`` repeat the trailing ``previous`` lines.
+
+    A whole repeated cue, or up to three rolled-over lines: rolling captions
+    carry one or two, and checking every size would be quadratic.
+    """
+    if lines == previous:
+        return len(lines)
+    for size in range(min(len(previous), len(lines), 3), 0, -1):
+        if previous[-size:] == lines[:size]:
+            return size
+    return 0

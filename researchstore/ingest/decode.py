@@ -1,0 +1,188 @@
+"""Bytes to text: BOM, strict UTF-8, a declared encoding, then legacy fallbacks.
+
+Every parser decodes through :func:`decode_text`, so a file in a legacy
+encoding never reaches a library as bytes it would choke on, and
+:func:`looks_binary` lets a parser answer ``invalid`` / ``binary`` for
+garbage instead of producing mojibake.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+
+__all__ = [
+    "decode_text",
+    "declared_encoding",
+    "looks_binary",
+    "normalize_language",
+    "normalize_newlines",
+]
+
+_SNIFF_BYTES = 8192
+
+# Longest first: the UTF-32 LE BOM starts with the UTF-16 LE one.
+_BOMS: tuple[tuple[bytes, str], ...] = (
+    (codecs.BOM_UTF32_LE, "utf-32-le"),
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+
+# Labels the WHATWG Encoding Standard maps to a superset; decoding with the
+# superset is what browsers do, and it decodes more real pages without loss.
+_SUPERSETS = {
+    "ascii": "cp1252",
+    "iso8859-1": "cp1252",
+    "gb2312": "gbk",
+    "euc_kr": "cp949",
+    "iso8859-9": "cp1254",
+    "tis-620": "cp874",
+}
+
+_NEWLINES = re.compile(r"\r\n?")
+
+# Control bytes that never occur in text (tab, LF, FF, CR and ESC do).
+_TEXT_CONTROLS = frozenset(b"\t\n\x0c\r\x1b")
+_CONTROL_BYTES = bytes(b for b in range(32) if b not in _TEXT_CONTROLS) + b"\x7f"
+
+_LANGUAGE_TAG = re.compile(r"^[a-zA-Z]{2,8}(?:-[a-zA-Z0-9]{1,8})*$")
+
+_META_CHARSET = re.compile(
+    rb"""<meta[^>]*?charset\s*=\s*["']?\s*([a-zA-Z0-9_.:\-]+)""", re.IGNORECASE
+)
+_XML_ENCODING = re.compile(rb"""<\?xml[^>]*encoding\s*=\s*["']([a-zA-Z0-9_.:\-]+)""")
+
+
+def normalize_newlines(text: str) -> str:
+    """Turn ``\\r\\n`` and lone ``\\r`` into ``\\n``."""
+    return _NEWLINES.sub("\n", text) if "\r" in text else text
+
+
+def normalize_language(value: str | None) -> str | None:
+    """Return ``value`` if it is shaped like a language tag (``en``, ``nb-NO``), else None.
+
+    ``en_US`` (a POSIX locale, common in the wild) is read as ``en-US``.
+    """
+    if not value:
+        return None
+    tag = value.strip().replace("_", "-")
+    return tag if _LANGUAGE_TAG.match(tag) else None
+
+
+def _bom_encoding(data: bytes) -> tuple[str, int] | None:
+    for bom, name in _BOMS:
+        if data.startswith(bom):
+            return name, len(bom)
+    return None
+
+
+def _utf16_without_bom(sample: bytes) -> str | None:
+    """Guess UTF-16 without a BOM from NUL bytes on every other position.
+
+    Mostly-ASCII UTF-16 text has a NUL in the high byte of nearly every code
+    unit; binary data has NULs too, but not in that regular pattern.
+    """
+    if len(sample) < 16 or b"\x00" not in sample:
+        return None
+    sample = sample[: len(sample) - len(sample) % 2]
+    even, odd = sample[0::2], sample[1::2]
+    half = len(sample) // 2
+    if odd.count(0) >= 0.9 * half and even.count(0) <= 0.05 * half:
+        return "utf-16-le"
+    if even.count(0) >= 0.9 * half and odd.count(0) <= 0.05 * half:
+        return "utf-16-be"
+    return None
+
+
+def looks_binary(data: bytes) -> bool:
+    """Tell whether ``data`` is binary rather than text, from its first 8 KiB.
+
+    NUL bytes (outside UTF-16/32 text) or more than 10% control characters
+    mean binary. Empty input is not binary.
+    """
+    sample = data[:_SNIFF_BYTES]
+    if not sample or _bom_encoding(sample) is not None:
+        return False
+    if _utf16_without_bom(sample) is not None:
+        return False
+    if b"\x00" in sample:
+        return True
+    controls = len(sample) - len(sample.translate(None, _CONTROL_BYTES))
+    return controls > 0.1 * len(sample)
+
+
+def _canonical(name: str | None) -> str | None:
+    """Return Python's codec name for an encoding label, or None if unknown."""
+    if not name:
+        return None
+    try:
+        codec = codecs.lookup(name.strip().strip("\"'").lower())
+    except LookupError:
+        return None
+    canonical = codec.name
+    # A page cannot really declare UTF-16/32 in its own ASCII-compatible
+    # markup; the WHATWG standard reads such a declaration as UTF-8.
+    if canonical.startswith(("utf-16", "utf-32")):
+        return "utf-8"
+    return _SUPERSETS.get(canonical, canonical)
+
+
+def declared_encoding(data: bytes) -> str | None:
+    """Find the encoding an HTML or XML document declares in its first 4 KiB.
+
+    Reads ``<meta charset>``, ``<meta http-equiv="Content-Type"
+    content="...; charset=...">`` and ``<?xml encoding=...?>``.
+    """
+    head = data[:4096]
+    match = _META_CHARSET.search(head) or _XML_ENCODING.search(head)
+    if match is None:
+        return None
+    return _canonical(match.group(1).decode("ascii", "ignore"))
+
+
+def _try_decode(data: bytes, encoding: str, *, final: bool) -> str | None:
+    try:
+        # An incremental decoder with final=False tolerates a multi-byte
+        # sequence cut at the end, as a size limit can leave it.
+        return codecs.getincrementaldecoder(encoding)("strict").decode(data, final=final)
+    except (UnicodeDecodeError, LookupError):
+        return None
+
+
+def decode_text(data: bytes, *, declared: str | None = None, final: bool = True) -> tuple[str, str]:
+    """Decode ``data`` and return ``(text, encoding_name)``.
+
+    Order: a BOM; strict UTF-8 (it wins over a declaration, as pages that
+    declare gb2312 or latin-1 are often UTF-8); the ``declared`` encoding;
+    cp1252; latin-1, which never fails. Newlines are normalised to ``\\n``
+    and a leading BOM character is removed. Pass ``final=False`` when
+    ``data`` was cut at a size limit, so a multi-byte character cut in half
+    at the end is dropped instead of failing the UTF-8 step.
+    """
+    text: str | None = None
+    encoding = "utf-8"
+    bom = _bom_encoding(data)
+    if bom is not None:
+        encoding, skip = bom
+        # The BOM is authoritative; damaged bytes after it become U+FFFD.
+        decoder = codecs.getincrementaldecoder(encoding)("replace")
+        text = decoder.decode(data[skip:], final=final)
+    else:
+        guessed = _utf16_without_bom(data[:_SNIFF_BYTES])
+        candidates: list[str | None] = [guessed, "utf-8", _canonical(declared), "cp1252"]
+        for candidate in candidates:
+            if candidate is None:
+                continue
+            text = _try_decode(data, candidate, final=final)
+            if text is not None:
+                encoding = candidate
+                break
+        if text is None:
+            encoding = "latin-1"
+            text = data.decode("latin-1")
+    text = normalize_newlines(text)
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return text, encoding

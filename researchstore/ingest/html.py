@@ -1,0 +1,640 @@
+"""HTML pages into metadata and readable blocks (selectolax, Lexbor backend).
+
+The only module that imports selectolax. The steps:
+
+1. guard: binary bytes, a size limit, and nesting so deep that Lexbor's tree
+   builder would go quadratic (flattened, as browsers do);
+2. metadata from ``<head>``: title, description, language, date;
+3. cleaning: scripts, styles, navigation, footers, forms, asides, hidden
+   elements and boilerplate marked by id/class/role/aria-label are removed;
+4. the main container: ``<main>``, ``[role=main]`` or ``<article>`` when it
+   holds most of the text, else the element with the densest paragraphs;
+5. an iterative walk (no recursion, a node budget) emitting headings,
+   paragraphs, lists, tables, code and quotes in reading order.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from itertools import islice
+
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+from researchstore.ingest.decode import (
+    declared_encoding,
+    decode_text,
+    looks_binary,
+    normalize_language,
+)
+from researchstore.ingest.html_rules import (
+    DATE_KEYS,
+    choose_title,
+    is_boilerplate,
+    is_hidden,
+    iso_date,
+    json_ld_date,
+    limit_markup,
+)
+from researchstore.ingest.model import Block, ParsedDocument
+
+__all__ = ["parse_html"]
+
+MAX_NODES = 200_000
+MAX_BYTES = 20_000_000
+#: An ancestor of the densest element wins when it holds this much more text.
+_GROW = 1.5
+
+_DROP_SELECTOR = ",".join(
+    (
+        "script", "style", "noscript", "template", "svg", "iframe", "frame", "nav", "footer",
+        "aside", "button", "input", "select", "textarea", "dialog", "object", "embed",
+        "canvas", "video", "audio", "map", "link", "meta",
+    )
+)  # fmt: skip
+# Elements whose class names are about code or typography, not page layout
+# (a syntax highlighter's <span class="comment"> must survive) are left out.
+_NEVER_BOILERPLATE = (
+    "html body main article span code a em strong b i var kbd samp abbr time small sup sub "
+    "mark label font cite q pre"
+).split()
+_ATTRIBUTE_SELECTOR = f":is([class],[id],[role],[aria-label]):not({','.join(_NEVER_BOILERPLATE)})"
+_HIDDEN_SELECTOR = '[hidden],[aria-hidden="true" i],[style*="none" i],[style*="hidden" i]'
+
+#: How many elements with an id, class, role... are looked at for boilerplate.
+_MAX_CANDIDATES = 20_000
+#: How many times over the page's text the boilerplate checks may read in all.
+_CHECK_BUDGET_PAGES = 50
+#: How many headers and forms are looked at.
+_MAX_ELEMENT_CHECKS = 500
+#: Ancestor walks stop after this many steps (deep trees stay linear).
+_MAX_ANCESTORS = 256
+
+_INLINE = frozenset(
+    "a abbr acronym b bdi bdo big cite code data del dfn em font i ins kbd label mark nobr "
+    "q rb rp rt rtc ruby s samp small span strike strong sub sup time tt u var slot".split()
+)
+_VOID_SKIP = frozenset("img picture source track area wbr col colgroup param".split())
+_HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
+_LISTS = frozenset(("ul", "ol", "menu"))
+_CELLS = frozenset(("td", "th"))
+_LEAF_BLOCKS = frozenset(("p", "figcaption", "summary", "address", "legend"))
+# Elements whose own text counts as a paragraph when scoring containers.
+_PARAGRAPH_LIKE = frozenset(("p", "pre", "td", "div", "section", "article", "main", "blockquote"))
+
+#: Stands in for <br> in the tree (a private-use character, not whitespace).
+_BREAK = "\ue000"
+_COMMAS = re.compile(r"[,、，،]")
+
+
+def parse_html(
+    data: bytes, *, max_nodes: int = MAX_NODES, max_bytes: int = MAX_BYTES
+) -> ParsedDocument:
+    """Parse an HTML page into metadata and readable blocks.
+
+    Over ``max_bytes``, only the first ``max_bytes`` are read (``partial`` /
+    ``too_large``); past ``max_nodes`` visited nodes, the walk stops and keeps
+    what it has (``partial`` / ``nodes_limited``).
+    """
+    doc = ParsedDocument(kind="html")
+    if not data.strip():
+        doc.status, doc.reason = "empty", "no_text"
+        return doc
+    if looks_binary(data):
+        doc.status, doc.reason = "invalid", "binary"
+        return doc
+    truncated = len(data) > max_bytes
+    if truncated:
+        doc.skipped.append(f"read the first {max_bytes} of {len(data)} bytes")
+        data = data[:max_bytes]
+    text, doc.encoding = decode_text(data, declared=declared_encoding(data), final=not truncated)
+    text, cut_at_node_limit = limit_markup(text, max_nodes=max_nodes, notes=doc.skipped)
+
+    tree = LexborHTMLParser(text, scripting=True)
+    _read_metadata(tree, doc)
+    walker = _Walker(max_nodes)
+    _drop_boilerplate(tree, aggressive=True)
+    walker.walk(_main_container(tree, max_nodes))
+    if not walker.blocks and not walker.limited:
+        # Cleaning can remove a whole page whose wrapper has an unlucky class
+        # name; read it again with only the certain junk removed.
+        tree = LexborHTMLParser(text, scripting=True)
+        _drop_boilerplate(tree, aggressive=False)
+        walker = _Walker(max_nodes)
+        walker.walk(tree.body or tree.root)
+    doc.blocks = walker.blocks
+
+    if walker.limited:
+        doc.skipped.append(f"stopped after {max_nodes} nodes")
+    if truncated:
+        doc.status, doc.reason = "partial", "too_large"
+    elif walker.limited or cut_at_node_limit:
+        doc.status, doc.reason = "partial", "nodes_limited"
+    if not doc.blocks and doc.status == "ok":
+        doc.status, doc.reason = "empty", "no_text"
+    return doc
+
+
+# -- metadata ------------------------------------------------------------------
+
+
+def _collapse(text: str | None) -> str:
+    return " ".join((text or "").split())
+
+
+def _read_metadata(tree: LexborHTMLParser, doc: ParsedDocument) -> None:
+    metas: dict[str, str] = {}
+    for meta in tree.css("meta[content]"):
+        attributes = meta.attributes
+        content = _collapse(attributes.get("content"))
+        for attribute in ("property", "name", "itemprop", "http-equiv"):
+            key = (attributes.get(attribute) or "").strip().lower()
+            if key and content:
+                metas.setdefault(key, content)
+    for node in tree.css("[itemprop=datePublished][datetime]"):
+        metas.setdefault("datepublished", node.attributes.get("datetime") or "")
+    for node in tree.css("time[datetime]"):
+        metas.setdefault("time", node.attributes.get("datetime") or "")
+    for node in tree.css('script[type="application/ld+json"]'):
+        published = json_ld_date(node.text())
+        if published:
+            metas.setdefault("ld:datepublished", published)
+
+    root = tree.root
+    if root is not None:
+        attributes = root.attributes
+        doc.language = normalize_language(attributes.get("lang") or attributes.get("xml:lang"))
+
+    title_node = tree.css_first("head title") or tree.css_first("title")
+    title = _collapse(title_node.text()) if title_node is not None else ""
+    og_title = metas.get("og:title") or metas.get("twitter:title") or ""
+    site_name = metas.get("og:site_name") or ""
+    doc.title = choose_title(title, og_title, _first_h1(tree), site_name) or None
+    doc.description = (
+        metas.get("description")
+        or metas.get("og:description")
+        or metas.get("twitter:description")
+        or None
+    )
+    for key in DATE_KEYS:
+        if key in metas and (parsed := iso_date(metas[key])):
+            doc.date = parsed
+            break
+
+
+def _first_h1(tree: LexborHTMLParser) -> str:
+    """The first ``h1`` of the article, else of the page."""
+    first = ""
+    for h1 in tree.css("h1")[:10]:
+        text = _collapse(h1.text())
+        if not text:
+            continue
+        if _has_ancestor(h1, ("main", "article")):
+            return text
+        first = first or text
+    return first
+
+
+# -- cleaning ------------------------------------------------------------------
+
+
+def _ancestors(node: LexborNode) -> Iterator[LexborNode]:
+    """The node's ancestors, nearest first, at most ``_MAX_ANCESTORS`` of them."""
+    parent = node.parent
+    for _ in range(_MAX_ANCESTORS):
+        if parent is None:
+            return
+        yield parent
+        parent = parent.parent
+
+
+def _has_ancestor(node: LexborNode, tags: tuple[str, ...]) -> bool:
+    return any(
+        parent.tag in tags or parent.attributes.get("role") == "main" for parent in _ancestors(node)
+    )
+
+
+def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool) -> None:
+    """Remove what is never the article; with ``aggressive``, likely chrome too."""
+    for node in tree.css(_DROP_SELECTOR):
+        node.decompose()
+    # Line breaks become a marker character, so that text read in one call
+    # (``node.text()``) still shows where the lines broke.
+    for node in tree.css("br"):
+        node.replace_with(_BREAK)
+    if not aggressive:
+        return
+    body = tree.body or tree.root
+    if body is None:
+        return
+    body_chars = len(body.text())
+    # Checks cost about the size of the element checked: a budget in
+    # characters keeps many small ones cheap and bounds a few huge ones.
+    budget = _CHECK_BUDGET_PAGES * body_chars + 100_000
+    removed: set[int] = set()
+    # Everything holding the <main> or the longest <article> (not one that
+    # is a comment), found once, not per check.
+    articles = sorted(tree.css("article")[:20], key=lambda node: len(node.text()))
+    article_holders = {
+        holder.mem_id
+        for node in [*tree.css("main, [role=main]")[:20], *articles[-1:]]
+        for holder in (node, *_ancestors(node))
+    }
+
+    def protected(node: LexborNode) -> bool:
+        # A wrapper around the article (a page-wide <form>, a layout div
+        # with "sidebar" in its class) must not take the article with it.
+        nonlocal budget
+        if node.mem_id in article_holders or budget < 0:
+            return True
+        chars = len(node.text())
+        budget -= chars
+        return chars * 2 >= body_chars
+
+    def remove_if_unprotected(node: LexborNode) -> None:
+        # Inside a subtree already removed: gone with it, nothing to check.
+        if removed and any(parent.mem_id in removed for parent in islice(_ancestors(node), 32)):
+            removed.add(node.mem_id)
+        elif not protected(node):
+            removed.add(node.mem_id)
+            node.decompose()
+
+    # Every loop is capped, so a page of a million classed elements costs no
+    # more than an ordinary one; what is left over is merely kept.
+    for node in tree.css(_HIDDEN_SELECTOR)[:_MAX_CANDIDATES]:
+        if budget < 0:
+            break
+        if node.tag not in ("html", "body") and is_hidden(node.attributes):
+            remove_if_unprotected(node)
+    for node in tree.css(_ATTRIBUTE_SELECTOR)[:_MAX_CANDIDATES]:
+        if budget < 0:
+            break
+        if is_boilerplate(node.attributes):
+            remove_if_unprotected(node)
+    for node in tree.css("header")[:_MAX_ELEMENT_CHECKS]:
+        if not _has_ancestor(node, ("main", "article")):
+            node.decompose()
+    for node in tree.css("form")[:_MAX_ELEMENT_CHECKS]:
+        remove_if_unprotected(node)
+
+
+def _main_container(tree: LexborHTMLParser, max_nodes: int) -> LexborNode | None:
+    """Pick the element holding the article's text."""
+    body = tree.body or tree.root
+    if body is None:
+        return None
+    total = len(body.text())
+    for selector in ("main, [role=main]", "article"):
+        candidates = [(len(node.text()), node) for node in tree.css(selector)[:20]]
+        if candidates:
+            chars, best = max(candidates, key=lambda pair: pair[0])
+            # A <main> with a teaser while the text sits elsewhere is not it.
+            if chars * 10 >= total * 3:
+                return best
+    return _densest(body, max_nodes) or body
+
+
+def _densest(body: LexborNode, max_nodes: int) -> LexborNode | None:
+    """The element whose paragraphs score highest (Readability's heuristic).
+
+    A "paragraph" is the nearest non-inline element around a run of text, so
+    pages that set their text in bare ``<div>``s score like ``<p>``s.
+    """
+    paragraphs: dict[int, tuple[LexborNode, list[str]]] = {}
+    for node in islice(body.traverse(include_text=True), max_nodes):
+        if not node.is_text_node:
+            continue
+        text = node.text_content or ""
+        if not text.strip():
+            continue
+        parent = next((p for p in _ancestors(node) if p.tag not in _INLINE), None)
+        if parent is None or parent.tag not in _PARAGRAPH_LIKE:
+            continue
+        paragraphs.setdefault(parent.mem_id, (parent, []))[1].append(text)
+
+    scores: dict[int, tuple[float, LexborNode]] = {}
+    direct: dict[int, tuple[LexborNode, int]] = {}  # paragraph text right under an element
+    for paragraph, pieces in paragraphs.values():
+        text = _collapse(" ".join(pieces))
+        if len(text) < 25:
+            continue
+        score = 1 + len(_COMMAS.findall(text)) + min(len(text) // 100, 3)
+        parent = paragraph.parent
+        if parent is None:
+            continue
+        direct[parent.mem_id] = (parent, direct.get(parent.mem_id, (parent, 0))[1] + len(text))
+        for divider in (1, 2, 6, 9, 12):  # Readability's shares for five ancestors
+            if parent is None or parent.tag in ("html", "-document"):
+                break
+            previous = scores.get(parent.mem_id, (0.0, parent))[0]
+            scores[parent.mem_id] = (previous + score / divider, parent)
+            parent = parent.parent
+    if not scores:
+        return None
+    # Paragraph text under each element, summed upwards per parent (not per
+    # paragraph) and within a step budget, so it stays linear in practice.
+    chars: dict[int, int] = {}
+    steps = 0
+    for parent, length in direct.values():
+        chars[parent.mem_id] = chars.get(parent.mem_id, 0) + length
+        for ancestor in islice(_ancestors(parent), 64):
+            chars[ancestor.mem_id] = chars.get(ancestor.mem_id, 0) + length
+        steps += 64
+        if steps > 1_000_000:
+            break
+    # Discount link lists (ads, "more stories") by their link density.
+    ranked = sorted(scores.values(), key=lambda pair: pair[0], reverse=True)[:10]
+    ranked = sorted(
+        ((score * (1 - _link_density(node)), node) for score, node in ranked),
+        key=lambda pair: pair[0],
+        reverse=True,
+    )[:5]
+    top_score, top = ranked[0]
+    # Several near-best candidates under one ancestor: the text is split
+    # into sections (steps, chapters), and the ancestor holds them all.
+    alternatives = [node for score, node in ranked[1:] if score >= 0.75 * top_score]
+    if len(alternatives) >= 2:
+        lineages = [{parent.mem_id for parent in _ancestors(node)} for node in alternatives]
+        for ancestor in _ancestors(top):
+            if ancestor.tag in ("body", "html"):
+                break
+            if sum(ancestor.mem_id in lineage for lineage in lineages) >= 2:
+                top = ancestor
+                break
+    # An ancestor holding much more paragraph text, not as links, holds the
+    # rest of the article (sections set apart from the densest one).
+    density_checks = 0
+    for ancestor in list(_ancestors(top)):
+        if ancestor.tag in ("body", "html") or density_checks >= 10:
+            break
+        if chars.get(ancestor.mem_id, 0) >= _GROW * chars.get(top.mem_id, 0):
+            density_checks += 1
+            if _link_density(ancestor) < 0.3:
+                top = ancestor
+    # A wrapper with nothing else in it is the same container.
+    for ancestor in list(_ancestors(top)):
+        if ancestor.tag in ("body", "html") or sum(1 for _ in ancestor.iter()) != 1:
+            break
+        top = ancestor
+    return top
+
+
+def _link_density(node: LexborNode) -> float:
+    total = len(_collapse(node.text()))
+    if not total:
+        return 1.0
+    linked = sum(len(_collapse(link.text())) for link in node.css("a"))
+    return min(linked / total, 1.0)
+
+
+# -- walking -------------------------------------------------------------------
+
+
+class _Walker:
+    """Turns a subtree into blocks without recursion, within a node budget."""
+
+    def __init__(self, max_nodes: int) -> None:
+        self.blocks: list[Block] = []
+        self.limited = False
+        self._budget = max_nodes
+        self._headings: list[tuple[int, str]] = []
+        self._parts: list[str] = []
+        self._quotes: list[tuple[int, tuple[str, ...]]] = []
+
+    def _spend(self) -> bool:
+        """Count one node; False once the budget is spent."""
+        self._budget -= 1
+        if self._budget < 0:
+            self.limited = True
+            return False
+        return True
+
+    def _path(self) -> tuple[str, ...]:
+        return tuple(text for _, text in self._headings)
+
+    def _emit(self, text: str, kind: str) -> None:
+        if text:
+            self.blocks.append(Block(text, kind, self._path()))
+
+    def _flush(self) -> None:
+        if self._parts:
+            text = _join_lines(self._parts)
+            self._parts.clear()
+            self._emit(text, "paragraph")
+
+    def walk(self, root: LexborNode | None) -> None:
+        if root is None:
+            return
+        stack: list[tuple[LexborNode, bool]] = [(root, False)]
+        while stack and not self.limited:
+            node, leaving = stack.pop()
+            if leaving:
+                self._leave(node)
+                continue
+            if not self._spend():
+                break
+            if node.is_text_node:
+                # Whitespace is collapsed once, when the paragraph is flushed.
+                self._parts.append(node.text_content or "")
+                continue
+            if not node.is_element_node:
+                continue
+            tag = node.tag or ""
+            if tag in _INLINE:
+                _push_children(stack, node)
+            elif tag in _VOID_SKIP:
+                continue
+            elif tag == "br":
+                self._parts.append(_BREAK)
+            elif tag in _LEAF_BLOCKS:
+                # Phrasing content only (the parser closes a <p> before any
+                # block), so one call in C reads it all.
+                self._flush()
+                self._emit(_leaf_text(node), "paragraph")
+            elif tag in _HEADINGS:
+                self._heading(node, _HEADINGS[tag])
+            elif tag in _LISTS or tag == "li":
+                self._flush()
+                self._emit(self._list(node), "list")
+            elif tag == "dl":
+                self._flush()
+                self._emit(self._definitions(node), "list")
+            elif tag == "pre":
+                self._flush()
+                self._emit(_code_text(node), "code")
+            elif tag == "table" and _is_data_table(node):
+                self._flush()
+                self._table(node)
+            else:
+                self._flush()
+                if tag == "blockquote":
+                    self._quotes.append((len(self.blocks), self._path()))
+                stack.append((node, True))
+                _push_children(stack, node)
+        self._flush()
+        while self._quotes:  # the budget ran out inside a quote
+            self._close_quote()
+
+    def _leave(self, node: LexborNode) -> None:
+        self._flush()
+        if node.tag == "blockquote" and self._quotes:
+            self._close_quote()
+
+    def _close_quote(self) -> None:
+        start, path = self._quotes.pop()
+        inner = self.blocks[start:]
+        del self.blocks[start:]
+        if inner:
+            self.blocks.append(Block("\n".join(block.text for block in inner), "quote", path))
+
+    def _heading(self, node: LexborNode, level: int) -> None:
+        text = _leaf_text(node).replace("\n", " ")
+        if not text:
+            return
+        self._flush()
+        while self._headings and self._headings[-1][0] >= level:
+            self._headings.pop()
+        self._emit(text, "heading")
+        self._headings.append((level, text))
+
+    def _list(self, node: LexborNode) -> str:
+        """A list as lines: ``- item`` / ``1. item``, nested lists indented."""
+        lines: list[str] = []
+        parts: list[str] = []
+        lists: list[list[int]] = []  # per open list: [ordered, next number]
+        marker: str | None = None
+        indent = ""
+
+        def flush() -> None:
+            nonlocal marker
+            text = _join_lines(parts).replace("\n", " ")
+            parts.clear()
+            if text:
+                lines.append(indent + (marker or "  ") + text if marker or lists else text)
+                marker = None
+
+        stack: list[tuple[LexborNode, bool]] = [(node, False)]
+        while stack:
+            current, leaving = stack.pop()
+            tag = current.tag or ""
+            if leaving:
+                flush()
+                if tag in _LISTS and lists:
+                    lists.pop()
+                elif tag == "li":
+                    marker = None
+                continue
+            if not self._spend():
+                break
+            if current.is_text_node:
+                parts.append(current.text_content or "")
+                continue
+            if not current.is_element_node or tag in _VOID_SKIP:
+                continue
+            if tag in _INLINE:
+                _push_children(stack, current)
+                continue
+            elif tag in _LISTS:
+                flush()
+                lists.append([int(tag == "ol"), _list_start(current)])
+            elif tag == "li":
+                flush()
+                indent = "  " * min(max(len(lists) - 1, 0), 8)
+                if lists and lists[-1][0]:
+                    marker = f"{lists[-1][1]}. "
+                    lists[-1][1] += 1
+                else:
+                    marker = "- "
+            else:
+                flush()
+            stack.append((current, True))
+            _push_children(stack, current)
+        flush()
+        return "\n".join(lines)
+
+    def _definitions(self, node: LexborNode) -> str:
+        lines = []
+        for child in _flatten_div_children(node):
+            if child.tag == "dt":
+                text = _leaf_text(child).replace("\n", " ")
+                if text:
+                    lines.append(text)
+            elif child.tag == "dd":
+                text = _leaf_text(child).replace("\n", " ")
+                if text:
+                    lines.append("  " + text)
+        return "\n".join(lines)
+
+    def _table(self, node: LexborNode) -> None:
+        caption = node.css_first("caption")
+        if caption is not None:
+            self._emit(_leaf_text(caption).replace("\n", " "), "paragraph")
+        rows = []
+        for row in node.css("tr"):
+            if not self._spend():
+                break
+            cells = [
+                _leaf_text(cell).replace("\n", " ") for cell in row.iter() if cell.tag in _CELLS
+            ]
+            if any(cells):
+                rows.append(" | ".join(cells))
+        self._emit("\n".join(rows), "table")
+
+
+def _push_children(stack: list[tuple[LexborNode, bool]], node: LexborNode) -> None:
+    children = list(node.iter(include_text=True))
+    stack.extend((child, False) for child in reversed(children))
+
+
+def _flatten_div_children(node: LexborNode) -> list[LexborNode]:
+    """Children of a ``dl``, looking through the ``div`` groups HTML allows."""
+    children: list[LexborNode] = []
+    for child in node.iter():
+        if child.tag == "div":
+            children.extend(child.iter())
+        else:
+            children.append(child)
+    return children
+
+
+def _list_start(node: LexborNode) -> int:
+    try:
+        return int(node.attributes.get("start") or 1)
+    except ValueError:
+        return 1
+
+
+def _join_lines(parts: list[str]) -> str:
+    """Join text pieces; collapse spaces in each line, drop empty lines."""
+    lines = "".join(parts).split(_BREAK)
+    return "\n".join(filter(None, (" ".join(line.split()) for line in lines)))
+
+
+def _leaf_text(node: LexborNode) -> str:
+    """All text under ``node`` as collapsed lines (``<br>`` breaks lines)."""
+    return _join_lines([node.text(deep=True)])
+
+
+def _code_text(node: LexborNode) -> str:
+    """A ``pre`` block's text with its whitespace, minus blank edge lines."""
+    lines = (node.text(deep=True) or "").replace(_BREAK, "\n").split("\n")
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    return "\n".join(line.rstrip() for line in lines).rstrip()
+
+
+def _is_data_table(node: LexborNode) -> bool:
+    """Tell a table of data from one used for page layout."""
+    if (node.attributes.get("role") or "").lower() in ("presentation", "none"):
+        return False
+    descendants = node.traverse()
+    next(descendants)  # the table itself
+    if any(descendant.tag == "table" for descendant in descendants):
+        return False  # stops at the first nested table: linear even when deep
+    widest = 0
+    for row in node.css("tr")[:50]:
+        cells = [cell for cell in row.iter() if cell.tag in _CELLS]
+        widest = max(widest, len(cells))
+        if any(len(cell.text()) > 1000 for cell in cells):
+            return False
+    return widest >= 2

@@ -1,0 +1,261 @@
+"""Text-level rules for HTML pages, apart from the parser (no selectolax here).
+
+- :func:`limit_markup` bounds the work the HTML parser will do: markup far
+  past the node budget is cut, and nesting deeper than ``MAX_DEPTH`` is
+  flattened before Lexbor sees it;
+- :func:`is_boilerplate` reads an element's id, class, role and aria-label
+  for navigation, ads, share bars and cookie banners; :func:`is_hidden` its
+  ``hidden``, ``aria-hidden`` and ``style`` for content nobody sees;
+- :func:`choose_title`, :func:`json_ld_date` and :func:`iso_date` pick the
+  title and publication date from what the page declares.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import date
+from email.utils import parsedate_to_datetime
+from itertools import accumulate
+
+__all__ = [
+    "DATE_KEYS",
+    "MAX_DEPTH",
+    "choose_title",
+    "is_boilerplate",
+    "is_hidden",
+    "iso_date",
+    "json_ld_date",
+    "limit_markup",
+]
+
+#: Elements nested deeper than this are flattened before parsing.
+MAX_DEPTH = 512
+#: Tag-like things ("<x") read per node the walk may visit; markup beyond is cut.
+_TAGS_PER_NODE = 4
+_TAG_NAME = re.compile(r"<(/?[A-Za-z][^\s/>]*)")
+_TAG_SPAN = re.compile(r"<(/?)([A-Za-z][^\s/>]*)[^>]*?(/?)>")
+# Elements that do not deepen the tree: void ones, and those the parser
+# closes when a sibling starts (<p>, <li>, <td>...).
+_FLAT_TAGS = frozenset(
+    tag
+    for name in (
+        "area base br col embed hr img input link meta param source track wbr keygen "
+        "p li dt dd option optgroup tr td th thead tbody tfoot colgroup caption rb rt rp rtc "
+        "html head body"
+    ).split()
+    for tag in (name, name.upper(), f"/{name}", f"/{name.upper()}")
+)
+
+_BOILERPLATE_ROLES = frozenset(
+    "navigation menu menubar banner contentinfo complementary search dialog alertdialog "
+    "toolbar tablist".split()
+)
+# Whole words in an id or class (split at anything but letters).
+_BOILERPLATE_WORDS = (
+    "nav navs menu menus submenu navbar breadcrumb breadcrumbs crumbs sidebar share shares "
+    "sharing social ad ads advert adverts advertisement sponsor sponsored promo promos cookie "
+    "cookies consent gdpr newsletter subscribe popup modal related comments comment disqus "
+    "footer masthead toolbar pagination pager skip widget widgets outbrain taboola"
+).split()
+# Parts of camelCase names ("adBox", "siteNav"), only for unambiguous words:
+# "CtxtMenu" is MathJax's context-menu hook on every formula.
+_CAMEL_WORDS = (
+    "ad ads advert nav navbar sidebar share sharing social cookie consent breadcrumb "
+    "breadcrumbs footer newsletter promo sponsor sponsored popup modal"
+).split()
+# Substrings of an id or class that give it away even inside a longer word.
+_BOILERPLATE_PARTS = (
+    "sidebar breadcrumb cookie consent navbar navigation advert newsletter disqus "
+    "adsbygoogle sharethis socialshare social-share sharebuttons share-buttons skiplink "
+    "skip-link"
+).split()
+_WORDS = frozenset(_BOILERPLATE_WORDS)
+_CAMEL = frozenset(_CAMEL_WORDS)
+_NAME_SPLIT = re.compile(r"[^a-z]+")
+_CAMEL_SPLIT = re.compile(r"[^A-Za-z]+|(?<=[a-z])(?=[A-Z])")
+_BOILERPLATE_LABEL = re.compile(
+    r"breadcrumb|navigation|menu|share|social|cookie|advert|sidebar", re.IGNORECASE
+)
+_HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
+
+_TITLE_WORDS = re.compile(r"\w+")
+_TITLE_SEPARATOR = re.compile(r"\s+[|\-–—:·•»/]+\s+|\s*::\s*")
+_CDATA = re.compile(r"^\s*(?://\s*)?<!\[CDATA\[|(?://\s*)?\]\]>\s*$")
+_ISO_DATE = re.compile(r"(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})")
+DATE_KEYS = (
+    "article:published_time", "ld:datepublished", "datepublished", "date", "dc.date",
+    "dc.date.issued", "dcterms.date", "dcterms.created", "pubdate", "publish-date",
+    "publishdate", "sailthru.date", "parsely-pub-date", "og:published_time", "time",
+)  # fmt: skip
+
+
+# -- markup limits ----------------------------------------------------------
+
+
+def limit_markup(text: str, *, max_nodes: int, notes: list[str]) -> tuple[str, bool]:
+    """Bound the work Lexbor will do on ``text``.
+
+    Lexbor's tree builder walks the stack of open elements for many tags, so
+    its time grows with tags x nesting depth (100,000 nested divs: seconds).
+    Markup past ``_TAGS_PER_NODE * max_nodes`` tags, which the walk could
+    never reach, is cut off (the second value says so); tags nested deeper
+    than ``MAX_DEPTH`` are dropped, keeping their text, as browsers do.
+    """
+    tag_count = text.count("<")
+    if tag_count <= MAX_DEPTH:
+        return text, False  # too few tags to nest deeply
+    cut_short = False
+    limit = _TAGS_PER_NODE * max_nodes
+    if tag_count > limit:
+        # Cut near the limit-th tag, at a "<", from the average tag spacing.
+        end = text.find("<", int(len(text) * limit / tag_count))
+        text = text[:end] if end > 0 else text
+        notes.append(f"more than {limit} tags: read the first part")
+        cut_short = True
+    # A quick upper bound of the depth (elements that never nest, such as
+    # void ones, <p>, <li> and <td>, do not count); only past MAX_DEPTH does
+    # the exact, slower pass run.
+    steps = [
+        0 if name in _FLAT_TAGS else -1 if name[0] == "/" else 1 for name in _TAG_NAME.findall(text)
+    ]
+    if max(accumulate(steps, initial=0)) <= MAX_DEPTH:
+        return text, cut_short
+    return _flatten(text, notes), cut_short
+
+
+def _flatten(text: str, notes: list[str]) -> str:
+    """Drop start tags nested deeper than ``MAX_DEPTH`` and their end tags."""
+    cuts: list[tuple[int, int]] = []
+    open_tags: list[tuple[str, bool]] = []  # (name, dropped), the stack of open elements
+    dropped_count = 0
+    for match in _TAG_SPAN.finditer(text):
+        name = match.group(2).lower()
+        if match.group(3) or name in _FLAT_TAGS:  # self-closing (<path/>) or flat
+            continue
+        if not match.group(1):
+            dropped = len(open_tags) >= MAX_DEPTH
+            if dropped:
+                cuts.append(match.span())
+                dropped_count += 1
+            open_tags.append((name, dropped))
+            continue
+        # An end tag closes the nearest open element of its name, if any is
+        # close to the top (a stray end tag is left alone).
+        for index in range(len(open_tags) - 1, max(len(open_tags) - 64, -1), -1):
+            if open_tags[index][0] == name:
+                if open_tags[index][1]:
+                    cuts.append(match.span())
+                del open_tags[index:]
+                break
+    if cuts:
+        notes.append(f"flattened {dropped_count} elements nested deeper than {MAX_DEPTH}")
+    return _cut(text, cuts)
+
+
+def _cut(text: str, spans: list[tuple[int, int]]) -> str:
+    pieces, position = [], 0
+    for start, end in spans:
+        if start >= len(text):
+            break
+        pieces.append(text[position:start])
+        position = end
+    pieces.append(text[position:])
+    return "".join(pieces)
+
+
+# -- boilerplate ------------------------------------------------------------
+
+
+def is_hidden(attributes: dict[str, str | None]) -> bool:
+    """Tell whether an element is hidden (``hidden``, ``aria-hidden``, ``display: none``)."""
+    if "hidden" in attributes or (attributes.get("aria-hidden") or "").lower() == "true":
+        return True
+    return _HIDDEN_STYLE.search(attributes.get("style") or "") is not None
+
+
+def is_boilerplate(attributes: dict[str, str | None]) -> bool:
+    """Tell from an element's id, class, role and aria-label whether it is page chrome."""
+    if (attributes.get("role") or "").lower() in _BOILERPLATE_ROLES:
+        return True
+    if _BOILERPLATE_LABEL.search(attributes.get("aria-label") or ""):
+        return True
+    names = f"{attributes.get('class') or ''} {attributes.get('id') or ''}"
+    lowered = names.lower()
+    if not _WORDS.isdisjoint(_NAME_SPLIT.split(lowered)):
+        return True
+    if any(part in lowered for part in _BOILERPLATE_PARTS):
+        return True
+    # camelCase: "adBox", "siteNav" (only for the unambiguous _CAMEL words).
+    return lowered != names and not _CAMEL.isdisjoint(
+        word.lower() for word in _CAMEL_SPLIT.split(names)
+    )
+
+
+# -- title and date ---------------------------------------------------------
+
+
+def choose_title(title: str, og_title: str, h1: str, site_name: str = "") -> str:
+    """``<title>``, without a site-name affix when og:title or the h1 agrees."""
+    if not title or title.casefold() == site_name.casefold():
+        return og_title or h1 or title
+    separators = list(_TITLE_SEPARATOR.finditer(title))
+    if not separators:
+        return title
+    splits = [  # (kept, dropped): a site suffix, then a site prefix
+        (title[: separators[-1].start()], title[separators[-1].end() :]),
+        (title[separators[0].end() :], title[: separators[0].start()]),
+    ]
+    for candidate in (og_title, h1):
+        words = set(_TITLE_WORDS.findall(candidate.casefold()))
+        if not words:
+            continue
+        for kept, dropped in splits:
+            kept_words = _TITLE_WORDS.findall(kept.casefold())
+            dropped_words = _TITLE_WORDS.findall(dropped.casefold())
+            # The site name is the shorter part: an h1 holding the logo text
+            # must not turn "Article | Site" into "Site".
+            if not kept_words or not dropped_words or len(kept) < len(dropped):
+                continue
+            kept_share = sum(word in words for word in kept_words) / len(kept_words)
+            dropped_share = sum(word in words for word in dropped_words) / len(dropped_words)
+            if kept_share >= 0.8 and dropped_share <= 0.34:
+                return kept.strip()
+    return title
+
+
+def json_ld_date(source: str) -> str | None:
+    """``datePublished`` from a JSON-LD block (an object, a list or an @graph)."""
+    try:
+        data = json.loads(_CDATA.sub("", source))
+    except (ValueError, RecursionError):  # malformed, or nested past the limit
+        return None
+    pending = [data]
+    for _ in range(200):  # bounded: a hostile block cannot make this loop long
+        if not pending:
+            break
+        item = pending.pop(0)
+        if isinstance(item, list):
+            pending.extend(item)
+        elif isinstance(item, dict):
+            value = item.get("datePublished")
+            if isinstance(value, str) and value:
+                return value
+            graph = item.get("@graph")
+            if isinstance(graph, list):
+                pending.extend(graph)
+    return None
+
+
+def iso_date(value: str) -> str | None:
+    """``YYYY-MM-DD`` from an ISO-like or RFC 2822 date, else None."""
+    match = _ISO_DATE.search(value)
+    if match:
+        try:
+            return date(*(int(part) for part in match.groups())).isoformat()
+        except ValueError:
+            return None
+    try:
+        return parsedate_to_datetime(value).date().isoformat()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None

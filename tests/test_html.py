@@ -1,0 +1,483 @@
+"""HTML pages: metadata, main text without chrome, blocks in reading order, limits."""
+
+from __future__ import annotations
+
+import codecs
+
+import pytest
+
+from researchstore.ingest.html import parse_html
+from researchstore.ingest.html_rules import choose_title, is_boilerplate, is_hidden
+from researchstore.ingest.model import Block
+
+PAGE = """<!DOCTYPE html>
+<html lang="en-GB">
+<head>
+  <meta charset="utf-8">
+  <title>Moth night at Alder Fen | Fenland Field Club</title>
+  <meta name="description" content="Traps, lamps &amp; a record count of hawk-moths.">
+  <meta property="og:title" content="Moth Night at Alder Fen">
+  <meta property="article:published_time" content="2025-06-21T22:10:00+01:00">
+  <style>.chromestyle { color: red; }</style>
+  <script>var chromescript = 1;</script>
+</head>
+<body>
+  <div class="cookie-banner">We use chromecookie crumbs. <button>OK</button></div>
+  <header class="site-header"><p>Fenland Field Club chromeheader tagline</p></header>
+  <nav><a href="/">Home</a> <a href="/trips">chromenav trips</a></nav>
+  <nav aria-label="Breadcrumb"><a href="/">Home</a> › chromecrumb</nav>
+  <main>
+    <article>
+      <header><h1>Moth Night at Alder Fen</h1><p>By the trapping team</p></header>
+      <p>Three lamps ran from dusk until <b>two</b> in the morning &amp; the fen stayed warm.</p>
+      <script>var inlinechromescript = 2;</script>
+      <h2>Method</h2>
+      <p>Each trap was emptied at dawn.<br>Every moth was counted twice.</p>
+      <ol start="3">
+        <li>Check the bulb.</li>
+        <li>Lay out the <i>egg boxes</i>.
+          <ul><li>Cardboard only</li><li>Never plastic</li></ul>
+        </li>
+      </ol>
+      <h3>Kit</h3>
+      <ul><li>Generator</li><li>White sheet</li></ul>
+      <h2>Results</h2>
+      <table>
+        <caption>Counts by trap</caption>
+        <thead><tr><th>Trap</th><th>Moths</th><th>Species</th></tr></thead>
+        <tbody>
+          <tr><td>North</td><td>&gt;100</td><td>31</td></tr>
+          <tr><td>South</td><td>64</td><td>22</td></tr>
+        </tbody>
+      </table>
+      <div>Loose text straight inside a div is kept. <p>Then a paragraph.</p> And a tail.</div>
+      <pre><code>trap   count
+north  104</code></pre>
+      <blockquote><p>A poplar hawk-moth landed on my hand.</p>
+        <p>It stayed a minute.</p></blockquote>
+      <dl><dt>Sugaring</dt><dd>Painting a sweet mix on tree bark.</dd></dl>
+      <figure><img src="moth.jpg" alt="a moth">
+        <figcaption>An elephant hawk-moth at 1&nbsp;am.</figcaption></figure>
+      <div class="share-buttons"><a href="#">chromeshare it</a></div>
+      <form><label>Feedback</label><input name="q"> chromeform</form>
+      <footer>Filed under moths, chromearticlefooter</footer>
+    </article>
+  </main>
+  <aside><h2>Other trips</h2><p>chromeaside reading</p></aside>
+  <div hidden>chromehidden text</div>
+  <div style="display: none">chromedisplaynone</div>
+  <div aria-hidden="true">chromeariahidden</div>
+  <form class="newsletter">Sign up chromenewsletter</form>
+  <footer>© Fenland Field Club chromefooter</footer>
+</body>
+</html>
+"""
+
+
+@pytest.fixture(scope="module")
+def page_blocks() -> list[Block]:
+    return parse_html(PAGE.encode()).blocks
+
+
+def test_metadata() -> None:
+    doc = parse_html(PAGE.encode())
+    assert (doc.kind, doc.status, doc.reason, doc.encoding) == ("html", "ok", None, "utf-8")
+    assert doc.title == "Moth night at Alder Fen"
+    assert doc.description == "Traps, lamps & a record count of hawk-moths."
+    assert doc.language == "en-GB"
+    assert doc.date == "2025-06-21"
+
+
+def test_chrome_is_dropped(page_blocks: list[Block]) -> None:
+    text = "\n".join(block.text for block in page_blocks).lower()
+    assert "chrome" not in text
+
+
+def test_blocks_in_reading_order(page_blocks: list[Block]) -> None:
+    assert [(block.kind, block.text) for block in page_blocks] == [
+        ("heading", "Moth Night at Alder Fen"),
+        ("paragraph", "By the trapping team"),
+        ("paragraph", "Three lamps ran from dusk until two in the morning & the fen stayed warm."),
+        ("heading", "Method"),
+        ("paragraph", "Each trap was emptied at dawn.\nEvery moth was counted twice."),
+        (
+            "list",
+            "3. Check the bulb.\n4. Lay out the egg boxes.\n  - Cardboard only\n  - Never plastic",
+        ),
+        ("heading", "Kit"),
+        ("list", "- Generator\n- White sheet"),
+        ("heading", "Results"),
+        ("paragraph", "Counts by trap"),
+        ("table", "Trap | Moths | Species\nNorth | >100 | 31\nSouth | 64 | 22"),
+        ("paragraph", "Loose text straight inside a div is kept."),
+        ("paragraph", "Then a paragraph."),
+        ("paragraph", "And a tail."),
+        ("code", "trap   count\nnorth  104"),
+        ("quote", "A poplar hawk-moth landed on my hand.\nIt stayed a minute."),
+        ("list", "Sugaring\n  Painting a sweet mix on tree bark."),
+        ("paragraph", "An elephant hawk-moth at 1 am."),
+    ]
+
+
+def test_heading_paths(page_blocks: list[Block]) -> None:
+    paths = {block.text[:20]: block.heading_path for block in page_blocks}
+    h1 = "Moth Night at Alder Fen"
+    assert paths["Moth Night at Alder "] == ()
+    assert paths["Three lamps ran from"] == (h1,)
+    assert paths["Method"] == (h1,)
+    assert paths["3. Check the bulb.\n4"] == (h1, "Method")
+    assert paths["Kit"] == (h1, "Method")
+    assert paths["- Generator\n- White "] == (h1, "Method", "Kit")
+    # A new h2 replaces the h2 and everything below it.
+    assert paths["Results"] == (h1,)
+    assert paths["Trap | Moths | Speci"] == (h1, "Results")
+
+
+def _page(body: str, head: str = "") -> bytes:
+    return f"<html><head>{head}</head><body>{body}</body></html>".encode()
+
+
+@pytest.mark.parametrize(
+    ("head", "body", "title"),
+    [
+        pytest.param("<title> Just a title </title>", "", "Just a title", id="title"),
+        pytest.param('<meta property="og:title" content="From OG">', "", "From OG", id="og"),
+        pytest.param("", "<h1>From the <em>heading</em></h1>", "From the heading", id="h1"),
+        pytest.param(
+            '<title>Pond life - Our Blog</title><meta property="og:title" content="Pond life">',
+            "",
+            "Pond life",
+            id="suffix-og-agrees",
+        ),
+        pytest.param(
+            "<title>Our Blog | Pond life in May</title>",
+            "<main><h1>Pond life in May</h1></main>",
+            "Pond life in May",
+            id="prefix-h1-agrees",
+        ),
+        pytest.param(
+            '<title>Pond life - Our Blog</title><meta property="og:title" content="Newts">',
+            "",
+            "Pond life - Our Blog",
+            id="og-disagrees",
+        ),
+        pytest.param(
+            "<title>Article about ponds | Site</title>",
+            "<h1>Site</h1>",
+            "Article about ponds | Site",
+            id="logo-h1-is-not-the-title",
+        ),
+        pytest.param(
+            '<title>Field Notes</title><meta property="og:site_name" content="Field Notes">'
+            '<meta property="og:title" content="Spring frogspawn">',
+            "",
+            "Spring frogspawn",
+            id="title-is-site-name",
+        ),
+        pytest.param("", "<p>No title anywhere.</p>", None, id="none"),
+    ],
+)
+def test_title(head: str, body: str, title: str | None) -> None:
+    assert parse_html(_page(body + "<p>Some text.</p>", head)).title == title
+
+
+def test_choose_title_directly() -> None:
+    assert choose_title("A – B", "", "") == "A – B"
+    assert choose_title("", "", "") == ""
+    assert choose_title("Newts and frogs :: Pond Club", "Newts and Frogs", "") == "Newts and frogs"
+
+
+@pytest.mark.parametrize(
+    ("head", "description"),
+    [
+        ('<meta name="description" content="  Plain   one ">', "Plain one"),
+        ('<meta property="og:description" content="From &lt;OG&gt;">', "From <OG>"),
+        (
+            '<meta name="Description" content="First"><meta property="og:description" content="x">',
+            "First",
+        ),
+        ("", None),
+    ],
+)
+def test_description(head: str, description: str | None) -> None:
+    assert parse_html(_page("<p>Text.</p>", head)).description == description
+
+
+@pytest.mark.parametrize(
+    ("html_tag", "language"),
+    [
+        ('<html lang="nb">', "nb"),
+        ('<html lang="en-US">', "en-US"),
+        ('<html lang="pt_BR">', "pt-BR"),
+        ('<html lang="not a language">', None),
+        ("<html lang>", None),
+        ("<html>", None),
+    ],
+)
+def test_language(html_tag: str, language: str | None) -> None:
+    assert parse_html(f"{html_tag}<body><p>Text.</p></body></html>".encode()).language == language
+
+
+@pytest.mark.parametrize(
+    ("markup", "expected"),
+    [
+        pytest.param('<meta name="date" content="2024/03/02">', "2024-03-02", id="meta-date"),
+        pytest.param('<time datetime="2023-11-05T10:00">5 Nov</time>', "2023-11-05", id="time"),
+        pytest.param(
+            '<script type="application/ld+json">{"@graph": [{"datePublished": "2022-01-31"}]}'
+            "</script>",
+            "2022-01-31",
+            id="json-ld",
+        ),
+        pytest.param(
+            '<meta name="date" content="Tue, 04 Mar 2025 08:00:00 GMT">', "2025-03-04", id="rfc2822"
+        ),
+        pytest.param('<meta name="date" content="2024-02-31">', None, id="impossible"),
+        pytest.param('<meta name="date" content="last spring">', None, id="words"),
+    ],
+)
+def test_date(markup: str, expected: str | None) -> None:
+    assert parse_html(_page(f"{markup}<p>Text.</p>", markup)).date == expected
+
+
+def test_main_container_by_text_density() -> None:
+    links = "".join(f'<li><a href="/{n}">Story number {n} elsewhere</a></li>' for n in range(30))
+    paragraphs = "".join(
+        f"<p>Paragraph {n} of the field report, with commas, details, and numbers.</p>"
+        for n in range(8)
+    )
+    body = f'<div class="col"><ul>{links}</ul></div><div class="col">{paragraphs}</div>'
+    blocks = parse_html(_page(body)).blocks
+    assert [block.text for block in blocks] == [
+        f"Paragraph {n} of the field report, with commas, details, and numbers." for n in range(8)
+    ]
+
+
+def test_text_in_bare_divs_is_read() -> None:
+    body = "<div id='story'>" + "".join(
+        f"<div>Line {n} of a story told in bare divs, long enough to count.</div>" for n in range(5)
+    )
+    blocks = parse_html(_page(body + "</div>")).blocks
+    assert len(blocks) == 5
+    assert blocks[0].text == "Line 0 of a story told in bare divs, long enough to count."
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        pytest.param(
+            "<table><tr><td><p>Layout cell text.</p></td></tr></table>",
+            [("paragraph", "Layout cell text.")],
+            id="one-column-layout-table",
+        ),
+        pytest.param(
+            "<table><tr><td><table><tr><td>a</td><td>b</td></tr></table></td><td>c</td></tr>"
+            "</table>",
+            [("table", "a | b"), ("paragraph", "c")],
+            id="nested-tables",
+        ),
+        pytest.param(
+            "<ul><li>One<br>still one</li><li></li><li>Two</li></ul>",
+            [("list", "- One still one\n- Two")],
+            id="list-br-and-empty-item",
+        ),
+        pytest.param(
+            "<li>An orphan item</li>", [("list", "- An orphan item")], id="orphan-list-item"
+        ),
+        pytest.param(
+            "<blockquote>Outer<blockquote>Inner</blockquote></blockquote>",
+            [("quote", "Outer\nInner")],
+            id="nested-quotes",
+        ),
+        pytest.param(
+            "<pre>\n\n  indented\n\tand tabbed\n</pre>",
+            [("code", "  indented\n\tand tabbed")],
+            id="pre-whitespace",
+        ),
+        pytest.param(
+            "<p>Caf&eacute; &amp; cr&#232;me &#x2014; 5&nbsp;&lt;6&gt;</p>",
+            [("paragraph", "Café & crème — 5 <6>")],
+            id="entities",
+        ),
+        pytest.param(
+            "<p>   </p><div>\n\t</div><p><img src=x></p><h2> </h2>", [], id="no-empty-blocks"
+        ),
+    ],
+)
+def test_structures(body: str, expected: list[tuple[str, str]]) -> None:
+    blocks = parse_html(_page(body)).blocks
+    assert [(block.kind, block.text) for block in blocks] == expected
+
+
+@pytest.mark.parametrize(
+    ("attributes", "boilerplate"),
+    [
+        ({"class": "site-nav"}, True),
+        ({"id": "leftSidebar"}, True),
+        ({"class": "adBanner"}, True),
+        ({"class": "cookie-consent"}, True),
+        ({"role": "navigation"}, True),
+        ({"aria-label": "Share this page"}, True),
+        ({"class": "entry-content"}, False),
+        ({"class": "shadow padded"}, False),
+        ({"class": "MathJax CtxtMenu_Attached_0"}, False),
+        ({"class": "header"}, False),
+    ],
+)
+def test_is_boilerplate(attributes: dict[str, str | None], boilerplate: bool) -> None:
+    assert is_boilerplate(attributes) is boilerplate
+
+
+@pytest.mark.parametrize(
+    ("attributes", "hidden"),
+    [
+        ({"hidden": None}, True),
+        ({"aria-hidden": "TRUE"}, True),
+        ({"style": "color: red; display : none"}, True),
+        ({"style": "visibility:hidden"}, True),
+        ({"style": "overflow: hidden"}, False),
+        ({"aria-hidden": "false"}, False),
+    ],
+)
+def test_is_hidden(attributes: dict[str, str | None], hidden: bool) -> None:
+    assert is_hidden(attributes) is hidden
+
+
+def test_hidden_inline_text_is_dropped() -> None:
+    body = '<p>Seen <span aria-hidden="true">★</span><span style="display:none">unseen</span>.</p>'
+    assert [block.text for block in parse_html(_page(body)).blocks] == ["Seen ."]
+
+
+def test_a_wrapper_with_a_chrome_name_keeps_the_article() -> None:
+    body = '<div class="has-sidebar"><p>The article lives in this wrapper.</p></div>'
+    assert [block.text for block in parse_html(_page(body)).blocks] == [
+        "The article lives in this wrapper."
+    ]
+
+
+def test_comments_set_as_articles_are_dropped() -> None:
+    body = (
+        "<article><p>The report itself, with its findings, in a long enough paragraph.</p>"
+        '<section class="comments"><article class="comment"><p>chromecomment one</p></article>'
+        "</section></article>"
+    )
+    assert [block.text for block in parse_html(_page(body)).blocks] == [
+        "The report itself, with its findings, in a long enough paragraph."
+    ]
+
+
+def test_header_only_page_falls_back_to_all_text() -> None:
+    doc = parse_html(_page("<header><p>Only words on the page.</p></header>"))
+    assert [block.text for block in doc.blocks] == ["Only words on the page."]
+
+
+def test_nodes_limited() -> None:
+    body = "".join(f"<p>Paragraph number {n}.</p>" for n in range(500))
+    doc = parse_html(_page(body), max_nodes=100)
+    assert (doc.status, doc.reason) == ("partial", "nodes_limited")
+    assert 0 < len(doc.blocks) < 500
+    assert doc.blocks[0].text == "Paragraph number 0."
+    assert "stopped after 100 nodes" in doc.skipped
+
+
+def test_too_large_reads_the_first_part() -> None:
+    body = "<p>Début – the first part.</p>" + "<p>Filler text.</p>" * 1000
+    data = _page(body)
+    doc = parse_html(data, max_bytes=len(data) // 2)
+    assert (doc.status, doc.reason) == ("partial", "too_large")
+    assert doc.encoding == "utf-8"
+    assert doc.blocks[0].text == "Début – the first part."
+
+
+def test_a_cut_multibyte_character_does_not_change_the_encoding() -> None:
+    data = _page("<p>" + "ø" * 100 + "</p>")
+    cut = data.index("ø".encode()) + 11  # inside the sixth "ø"
+    doc = parse_html(data, max_bytes=cut)
+    assert doc.encoding == "utf-8"
+    assert doc.blocks[0].text == "ø" * 5
+
+
+@pytest.mark.parametrize("tag", ["div", "span", "section", "x-box", "blockquote"])
+def test_deep_nesting_does_not_recurse(tag: str) -> None:
+    depth = 100_000
+    data = _page(f"<{tag}>" * depth + "<p>bathyscaphe at the bottom</p>" + f"</{tag}>" * depth)
+    doc = parse_html(data)
+    assert doc.status == "ok"
+    assert "bathyscaphe at the bottom" in "\n".join(block.text for block in doc.blocks)
+
+
+@pytest.mark.parametrize(
+    ("data", "status", "reason"),
+    [
+        pytest.param(b"", "empty", "no_text", id="empty"),
+        pytest.param(b"   \n ", "empty", "no_text", id="blank"),
+        pytest.param(
+            b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 8,
+            "invalid",
+            "binary",
+            id="png",
+        ),
+        pytest.param(
+            b"<html><head><title>Only chrome</title></head><body><nav>Menu</nav>"
+            b"<script>x()</script></body></html>",
+            "empty",
+            "no_text",
+            id="no-text",
+        ),
+    ],
+)
+def test_outcomes(data: bytes, status: str, reason: str) -> None:
+    doc = parse_html(data)
+    assert (doc.status, doc.reason) == (status, reason)
+    assert doc.blocks == []
+
+
+def test_title_is_kept_when_there_is_no_text() -> None:
+    doc = parse_html(b"<title>Only chrome</title><body><nav>Menu</nav></body>")
+    assert (doc.status, doc.title) == ("empty", "Only chrome")
+
+
+@pytest.mark.parametrize(
+    ("data", "encoding", "text"),
+    [
+        pytest.param(
+            '<meta charset="gb2312"><p>北京的天气很好</p>'.encode(),
+            "utf-8",
+            "北京的天气很好",
+            id="gb2312-declared-but-utf8",
+        ),
+        pytest.param(
+            '<meta charset="gb2312"><p>北京的天气很好</p>'.encode("gbk"),
+            "gbk",
+            "北京的天气很好",
+            id="real-gb2312",
+        ),
+        pytest.param(
+            "<p>“Naïve” café — 5 €</p>".encode("cp1252"),
+            "cp1252",
+            "“Naïve” café — 5 €",
+            id="cp1252",
+        ),
+        pytest.param(codecs.BOM_UTF8 + "<p>Søndag</p>".encode(), "utf-8", "Søndag", id="utf8-bom"),
+        pytest.param(
+            codecs.BOM_UTF16_LE + "<p>Søndag</p>".encode("utf-16-le"),
+            "utf-16-le",
+            "Søndag",
+            id="utf16-bom",
+        ),
+    ],
+)
+def test_encodings(data: bytes, encoding: str, text: str) -> None:
+    doc = parse_html(data)
+    assert doc.encoding == encoding
+    assert [block.text for block in doc.blocks] == [text]
+
+
+def test_semantic_container_is_skipped_when_it_holds_little_text() -> None:
+    body = (
+        "<main><p>Teaser.</p></main><div>"
+        + "".join(f"<p>Real paragraph {n}, long enough to carry the page.</p>" for n in range(6))
+        + "</div>"
+    )
+    texts = [block.text for block in parse_html(_page(body)).blocks]
+    assert "Real paragraph 5, long enough to carry the page." in texts
