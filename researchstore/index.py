@@ -174,6 +174,11 @@ class SearchIndex:
         # exits, even on an exception. Commit and rollback are explicit.
         if self._writer is None:
             self._writer = self._index.writer(heap_size=64_000_000, num_threads=1)
+            # A writer killed mid-run (kill -9) leaves files its commit never
+            # named, e.g. "<segment>.<opstamp>.del"; the next writer reuses
+            # that opstamp and would fail with FileAlreadyExists. Tantivy's
+            # own garbage collection removes exactly those orphans.
+            self._writer.garbage_collect_files()
         return self._writer
 
     def add(self, chunks: Iterable[IndexedChunk]) -> int:

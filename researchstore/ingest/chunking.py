@@ -120,7 +120,9 @@ def _split_long(
             if tokens <= target_tokens:
                 pieces.append(_Piece(sentence_start, stop, tokens, path))
             else:
-                pieces.extend(_split_words(text, sentence_start, stop, path, target_tokens, counter))
+                pieces.extend(
+                    _split_words(text, sentence_start, stop, path, target_tokens, counter)
+                )
         sentence_start = next_start
     return pieces
 

@@ -40,7 +40,5 @@ def describe_file(path: Path, *, chunk_tokens: int = 256) -> dict[str, Any]:
         "skipped": parsed.skipped,
         "text": text,
         "segments": [asdict(segment) for segment in parsed.segments],
-        "chunks": [
-            {**asdict(draft), "heading_path": list(draft.heading_path)} for draft in drafts
-        ],
+        "chunks": [{**asdict(draft), "heading_path": list(draft.heading_path)} for draft in drafts],
     }

@@ -131,9 +131,13 @@ def discover(root: Path) -> tuple[list[ReportSource], list[dict[str, Any]]]:
     reports: list[ReportSource] = []
     passed_over: list[dict[str, Any]] = []
     if (root / REPORT_FILE).is_file():
-        passed_over.append(_passed_over(
-            REPORT_FILE, "a report.json at the source root is ignored: a report is a "
-            "directory inside the source"))
+        passed_over.append(
+            _passed_over(
+                REPORT_FILE,
+                "a report.json at the source root is ignored: a report is a "
+                "directory inside the source",
+            )
+        )
     stack = [""]
     while stack:
         relative = stack.pop()
