@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import sqlite3
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -186,38 +187,43 @@ def _passed_over(path: str, reason: str) -> dict[str, Any]:
 
 
 def _report_files(root: Path, report_key: str) -> tuple[list[str], list[dict[str, Any]]]:
+    # Plain strings, not pathlib: this runs for every report on every re-ingest.
     files: list[str] = []
     skipped: list[dict[str, Any]] = []
-    stack = [root / report_key]
+    base = os.path.join(root, report_key)
+    stack = [(base, report_key)]
     while stack:
-        directory = stack.pop()
+        directory, relative = stack.pop()
         subdirs = []
         for entry in sorted(os.scandir(directory), key=lambda entry: entry.name):
-            if entry.name.startswith("."):
+            name = entry.name
+            if name.startswith("."):
                 continue
-            path = Path(entry.path).relative_to(root).as_posix()
+            path = f"{relative}/{name}"
             link_problem = _link_problem(entry)
             if link_problem:
                 skipped.append(_passed_over(path, link_problem))
             elif entry.is_dir():
-                subdirs.append(Path(entry.path))
+                subdirs.append((entry.path, path))
             elif not entry.is_file():
                 skipped.append(_passed_over(path, "not a regular file"))
-            elif Path(entry.name).suffix.lower() in SUPPORTED_SUFFIXES:
+            elif os.path.splitext(name)[1].lower() in SUPPORTED_SUFFIXES:
                 files.append(path)
-            elif not (entry.name == REPORT_FILE and directory == root / report_key):
+            elif not (name == REPORT_FILE and relative == report_key):
                 skipped.append(_passed_over(path, "unsupported file type"))
         stack.extend(reversed(subdirs))
-    return sorted(files), skipped
+    files.sort()
+    return files, skipped
 
 
 def _signature(root: Path, report: ReportSource) -> str:
     """Cheap change detection: names, sizes and modification times."""
     parts = []
     names = [*report.files, f"{report.key}/{REPORT_FILE}"] if report.is_dir else report.files
+    base = str(root)
     for name in names:
         try:
-            info = (root / name).stat()
+            info = os.stat(os.path.join(base, name))
         except OSError:
             parts.append(f"{name}:missing")
             continue
@@ -387,15 +393,22 @@ class _Writer:
                 "SELECT seq FROM sqlite_sequence WHERE name = 'index_pending'"
             ).fetchone()
             self.last_seq = row[0] if row else 0
+        replaced = False
         for report_id, existed, chunks in to_index:
             if existed:
                 self.store.index.delete_report(report_id)
+                replaced = True
             self.store.index_chunks(chunks)
             self.uncommitted_chunks += len(chunks)
         self.batch.clear()
         self.batch_chunks = 0
         lag = time.monotonic() - self.last_index_commit
-        if self.uncommitted_chunks >= INDEX_COMMIT_CHUNKS or lag >= INDEX_COMMIT_SECONDS:
+        # A replaced report cannot be found until the index commit lands (its
+        # old ids are gone from SQLite, its new ones not yet searchable), so
+        # such a batch is committed at once; new reports may wait a little.
+        if replaced or self.uncommitted_chunks >= INDEX_COMMIT_CHUNKS or (
+            lag >= INDEX_COMMIT_SECONDS
+        ):
             self.commit_index()
 
     def commit_index(self) -> None:
@@ -463,13 +476,13 @@ class _Writer:
                         f"{REPORT_FILE} asks for id {prepared.wanted_id}, "
                         f"which report {taken[0]!r} already has"
                     )
-            cursor = self.conn.execute(
+            report_id = _claim_report_id(self.conn, prepared.wanted_id)
+            self.conn.execute(
                 "INSERT INTO reports (report_id, source_id, key, folder_id, source_version_id, "
                 "is_dir, title, date, tags, signature, content_hash, created_at, updated_at) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (prepared.wanted_id, self.source_id, source.key, *values, now),
+                (report_id, self.source_id, source.key, *values, now),
             )
-            report_id = int(cursor.lastrowid or 0)
         indexed: list[IndexedChunk] = []
         for document in prepared.documents:
             indexed.extend(self._write_document(report_id, prepared, document, now))
@@ -551,6 +564,25 @@ class _Writer:
             )
             for chunk_id, draft in zip(chunk_ids, document.drafts, strict=True)
         ]
+
+
+def _claim_report_id(conn: sqlite3.Connection, wanted: int | None) -> int:
+    """A new report's id: the one report.json asks for, or one never used before.
+
+    ``reports.report_id`` alone would hand a removed report's id to the next
+    new report, and an agent holding that id would get an unrelated report;
+    a high-water mark in ``meta`` prevents that.
+    """
+    row = conn.execute("SELECT value FROM meta WHERE key = 'report_id_high'").fetchone()
+    highest = max(int(row[0]) if row else 0,
+                  conn.execute("SELECT coalesce(max(report_id), 0) FROM reports").fetchone()[0])
+    report_id = wanted if wanted is not None else highest + 1
+    conn.execute(
+        "INSERT INTO meta (key, value) VALUES ('report_id_high', ?) "
+        "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        (str(max(highest, report_id)),),
+    )
+    return report_id
 
 
 def _now() -> str:
