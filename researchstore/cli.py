@@ -256,10 +256,12 @@ def check(store_path: str) -> None:
 @click.option("--source", help="Only this source (default: every directory source).")
 @click.option("--every", metavar="DURATION",
               help="Run now and then every DURATION (e.g. 15m, 1h) until stopped.")
+@click.option("--only", "only", multiple=True, metavar="REPORT_PATH",
+              help="Refresh just this report (path inside the source); repeatable.")
 @click.option("--forwarding-retention", metavar="DURATION",
               help="How long replaced chunk ids stay resolvable (default 30d); saved.")
 @click.option("--json", "as_json", is_flag=True, help="Print each summary as JSON.")
-def reingest(store_path: str, source: str | None, every: str | None,
+def reingest(store_path: str, source: str | None, every: str | None, only: tuple[str, ...],
              forwarding_retention: str | None, as_json: bool) -> None:
     """Refresh STORE from its sources: replace modified reports, add new, drop gone.
 
@@ -280,7 +282,7 @@ def reingest(store_path: str, source: str | None, every: str | None,
     def run_once(store: Store) -> None:
         nonlocal failed
         try:
-            summaries = run_reingest(store, source=source)
+            summaries = run_reingest(store, source=source, only=only or None)
         except StoreLocked as error:
             click.echo(f"researchstore: another run is at work: {error.message}", err=True)
             if interval is None:
@@ -304,6 +306,38 @@ def reingest(store_path: str, source: str | None, every: str | None,
         else:
             run_every(interval, lambda: run_once(store))
     if failed:
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("store_path", metavar="STORE")
+@click.argument("url")
+@click.option("--kind", type=click.Choice(["url_text", "published_captions"]), required=True,
+              help="url_text: a page's main text; published_captions: caption segments.")
+@click.option("--workspace", "workspace_id", required=True, metavar="UUID",
+              help="The workspace the evidence is stored in.")
+@click.option("--language", metavar="TAG", help="Language wanted, e.g. en or nb-NO.")
+@click.option("--mutation-id", metavar="UUID",
+              help="Idempotency key; reuse it to get the same receipt (default: a new one).")
+def retrieve(store_path: str, url: str, kind: str, workspace_id: str, language: str | None,
+             mutation_id: str | None) -> None:
+    """Fetch a public https URL as evidence into STORE and print the receipt.
+
+    Exits 0 when the result is ready or partial (stored as evidence), 1 for any
+    other status, and with the error's code when the call is refused. The
+    environment configures the fetcher (RESEARCHSTORE_EGRESS=off, ...).
+    """
+    import uuid
+
+    arguments = {"url": url, "kind": kind, "workspace_id": workspace_id,
+                 "mutation_id": mutation_id or str(uuid.uuid4())}
+    if language is not None:
+        arguments["language"] = language
+    with open_store(store_path, must_exist=False) as store:
+        envelope = store.call("research_evidence_retrieve", arguments)
+    echo_envelope(envelope)
+    result = envelope["result"]["retrieval"]["result"]
+    if result is None or result["status"] not in ("ready", "partial"):
         sys.exit(1)
 
 

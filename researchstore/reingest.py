@@ -12,7 +12,7 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 
@@ -39,9 +39,17 @@ def parse_duration(text: str) -> float:
 
 
 def reingest(
-    store: Store, *, source: str | None = None, progress: bool | None = None
+    store: Store,
+    *,
+    source: str | None = None,
+    only: Sequence[str] | None = None,
+    progress: bool | None = None,
 ) -> list[IngestSummary]:
-    """Refresh every directory source (or only ``source``); one summary each."""
+    """Refresh every directory source (or only ``source``); one summary each.
+
+    ``only`` names report paths (relative to the source root) to refresh
+    instead of walking the whole tree, e.g. from a publishing hook.
+    """
     with store.writing(wait=False):
         rows = store.conn.execute(
             "SELECT name, root FROM sources WHERE kind = 'directory' ORDER BY name"
@@ -63,7 +71,7 @@ def reingest(
                 continue
             summaries.append(
                 ingest_source(store, Path(root), name=name, remove_missing=True,
-                              progress=progress)
+                              only=only, progress=progress)
             )
         return summaries
 

@@ -1142,3 +1142,22 @@ def test_the_cli_rejects_a_bad_duration(tmp_path: Path, source_dir: Path) -> Non
         result = CliRunner().invoke(main, ["reingest", str(db), option, "soon"])
         assert result.exit_code == 2
         assert "not a duration: 'soon'" in result.output
+
+
+def test_a_targeted_run_looks_only_at_the_named_reports(tmp_path: Path) -> None:
+    root, db = tmp_path / "source", tmp_path / "r.db"
+    write_generation(root, ["r0", "r1", "r2"], 1)
+    with Store(db, progress=False) as store:
+        store.ingest(root, name="gen")
+        write_generation(root, ["r0", "r1"], 2)  # both change on disk ...
+        shutil.rmtree(root / "r2")
+        [summary] = reingest(store, only=["r0", "r2", "../outside"])  # ... one is named
+        assert (summary.modified, summary.removed, summary.unchanged) == (1, 1, 0)
+        assert [item["reason"] for item in summary.skipped] == [
+            "not a report path inside the source"
+        ]
+        assert not [hit for hit in store.search("r2") if "r2" in hit["title"]]
+        titles = {hit["title"] for hit in store.search("r0 r1", limit=50)}
+        assert titles == {"Report r0 gen2", "Report r1 gen1"}  # r1 was not looked at
+        [full] = reingest(store)  # the next full walk catches up with r1
+        assert (full.modified, full.unchanged) == (1, 1)

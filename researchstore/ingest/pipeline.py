@@ -15,6 +15,7 @@ import os
 import re
 import sqlite3
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -168,6 +169,31 @@ def discover(root: Path) -> tuple[list[ReportSource], list[dict[str, Any]]]:
             else:
                 stack.append(path)
     reports.sort(key=lambda report: report.key)
+    return reports, passed_over
+
+
+def discover_keys(
+    root: Path, keys: Sequence[str]
+) -> tuple[list[ReportSource], list[dict[str, Any]]]:
+    """The reports named by ``keys`` (paths relative to ``root``) that exist."""
+    reports: list[ReportSource] = []
+    passed_over: list[dict[str, Any]] = []
+    for key in sorted(set(keys)):
+        key = key.strip("/")
+        parts = key.split("/")
+        if not key or any(part in ("", ".", "..") or part.startswith(".") for part in parts):
+            passed_over.append(_passed_over(key or "/", "not a report path inside the source"))
+            continue
+        path = root / key
+        folder = key.rpartition("/")[0]
+        if (path / REPORT_FILE).is_file():
+            files, skipped = _report_files(root, key)
+            reports.append(ReportSource(key, folder, True, files))
+            passed_over.extend(skipped)
+        elif path.is_file() and path.suffix.lower() in SUPPORTED_SUFFIXES:
+            reports.append(ReportSource(key, folder, False, [key]))
+        elif path.exists():
+            passed_over.append(_passed_over(key, "neither a report directory nor a supported file"))
     return reports, passed_over
 
 
@@ -598,9 +624,14 @@ def ingest_source(
     *,
     name: str | None = None,
     remove_missing: bool = False,
+    only: Sequence[str] | None = None,
     progress: bool | None = None,
 ) -> IngestSummary:
-    """Ingest (or refresh) every report under ``root`` as source ``name``."""
+    """Ingest (or refresh) every report under ``root`` as source ``name``.
+
+    With ``only``, just those report keys (paths relative to ``root``) are
+    looked at: the cost is then that of the named reports, not of the tree.
+    """
     if not root.is_dir():
         raise InvalidInput(f"not a directory: {root}", field="source_dir")
     root = root.resolve()
@@ -611,16 +642,21 @@ def ingest_source(
         source_id, version_rowid, version_id = _begin_version(store, root, name)
         summary = IngestSummary(source=name, version_id=version_id)
         writer = _Writer(store, source_id, name, version_rowid, summary)
-        reports, passed_over = discover(root)
-        summary.skipped.extend(passed_over)
         existing = _existing_reports(store, source_id)
+        if only is None:
+            reports, passed_over = discover(root)
+        else:
+            reports, passed_over = discover_keys(root, only)
+            wanted = set(only)
+            existing = {key: value for key, value in existing.items() if key in wanted}
+        summary.skipped.extend(passed_over)
         with progress_bar(f"Ingesting {name}", total=len(reports), enabled=progress) as bar:
             for report in reports:
                 known = existing.pop(report.key, None)
                 _ingest_one(store, root, report, known, writer, summary)
                 bar.advance()
             writer.flush()
-            if remove_missing and existing and not reports:
+            if remove_missing and existing and not reports and only is None:
                 # An empty root is far more often an unmounted disk than a
                 # source whose every report was deleted on purpose.
                 _refuse(
