@@ -25,11 +25,16 @@ from typing import Any
 import tantivy
 
 #: Bump when the fields or the analyzer change: older indexes are rebuilt.
-INDEX_SCHEMA_VERSION = 1
+INDEX_SCHEMA_VERSION = 2
 SIDECAR = "researchstore-index.json"
 ANALYZER = "rs_en"
 
 _PHRASE = re.compile(r'"([^"]+)"')
+#: The ``workspace`` term of every chunk that is not workspace evidence. A
+#: search without a workspace filter asks for it, so evidence (retrieved into
+#: a workspace by ``research_evidence_retrieve``) is only ever found by a
+#: search that names its workspace, and then only that workspace's.
+NO_WORKSPACE = "-"
 
 
 def build_analyzer() -> tantivy.TextAnalyzer:
@@ -68,6 +73,7 @@ def _build_schema() -> tantivy.Schema:
     builder.add_integer_field("date", indexed=True, fast=True)
     builder.add_text_field("source", tokenizer_name="raw")
     builder.add_text_field("kind", tokenizer_name="raw")
+    builder.add_text_field("workspace", tokenizer_name="raw")
     return builder.build()
 
 
@@ -87,6 +93,8 @@ class IndexedChunk:
     date: str
     source: str
     kind: str
+    #: The workspace of an evidence chunk; None for every other chunk.
+    workspace: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +105,8 @@ class SearchFilters:
     date_to: str | None = None
     source: str | None = None
     kind: str | None = None
+    #: Only that workspace's evidence; None: only chunks that are not evidence.
+    workspace: str | None = None
 
 
 def tag_terms(tags: dict[str, Any]) -> list[str]:
@@ -194,6 +204,7 @@ class SearchIndex:
                 date=date_number(chunk.date),
                 source=chunk.source,
                 kind=chunk.kind,
+                workspace=chunk.workspace or NO_WORKSPACE,
             )
             for term in tag_terms(chunk.tags):
                 document.add_text("tag", term)
@@ -298,6 +309,9 @@ class SearchIndex:
             queries.append(tantivy.Query.term_query(SCHEMA, "source", filters.source))
         if filters.kind is not None:
             queries.append(tantivy.Query.term_query(SCHEMA, "kind", filters.kind))
+        queries.append(
+            tantivy.Query.term_query(SCHEMA, "workspace", filters.workspace or NO_WORKSPACE)
+        )
         return queries
 
     def search(

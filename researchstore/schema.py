@@ -203,7 +203,58 @@ def _create_chunk_history(db: sqlite_utils.Database) -> None:
     db["chunk_history"].create_index(["retired_at"])
 
 
-MIGRATIONS: list[Migration] = [_create_core, _create_api_keys, _create_chunk_history]
+def _create_evidence(db: sqlite_utils.Database) -> None:
+    # Evidence retrieval (researchstore/evidence.py). ``retrievals`` holds the
+    # durable receipt of each call, keyed by (workspace_id, mutation_id):
+    # written as ``running`` before the fetch, settled in the same
+    # transaction as the evidence it stored. ``evidence`` maps a workspace's
+    # evidence_id (stable per URL, kind and language) to the report holding
+    # its current revision; the report lives in the workspace's source.
+    db["retrievals"].create(
+        {
+            "id": str,
+            "workspace_id": str,
+            "mutation_id": str,
+            "arguments": str,
+            "state": str,
+            "kind": str,
+            "created_at": str,
+            "settled_at": str,
+            "valid_until": str,
+            "result": str,
+            "evidence_id": str,
+            "evidence_revision": int,
+            "owner": str,
+        },
+        pk="id",
+        not_null={"workspace_id", "mutation_id", "arguments", "state", "created_at",
+                  "valid_until"},
+    )
+    db["retrievals"].create_index(["workspace_id", "mutation_id"], unique=True)
+    db["evidence"].create(
+        {
+            "evidence_id": str,
+            "workspace_id": str,
+            "url": str,
+            "kind": str,
+            "language": str,
+            "report_id": int,
+            "revision": int,
+            "content_hash": str,
+            "created_at": str,
+            "updated_at": str,
+        },
+        pk="evidence_id",
+        foreign_keys=[("report_id", "reports", "report_id")],
+        not_null={"workspace_id", "url", "kind", "report_id", "revision", "content_hash"},
+    )
+    db["evidence"].create_index(["report_id"], unique=True)
+    db["evidence"].create_index(["workspace_id"])
+
+
+MIGRATIONS: list[Migration] = [
+    _create_core, _create_api_keys, _create_chunk_history, _create_evidence,
+]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

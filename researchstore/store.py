@@ -318,8 +318,11 @@ class Store:
         where = "WHERE c.status = 'ok'" + (" AND c.report_id = ?" if report_id is not None else "")
         cursor = self.conn.execute(
             "SELECT c.chunk_id, c.report_id, d.document_id, r.title, d.title, c.text, r.tags, "
-            "r.date, s.name, d.kind FROM chunks c JOIN documents d ON d.id = c.document_rowid "
+            "r.date, s.name, d.kind, e.workspace_id FROM chunks c "
+            "JOIN documents d ON d.id = c.document_rowid "
             "JOIN reports r ON r.report_id = c.report_id JOIN sources s ON s.id = r.source_id "
+            # Evidence (researchstore/evidence.py) is indexed under its workspace.
+            "LEFT JOIN evidence e ON e.report_id = c.report_id "
             f"{where} ORDER BY c.id",
             () if report_id is None else (report_id,),
         )
@@ -338,6 +341,7 @@ class Store:
                 date=row[7],
                 source=row[8],
                 kind=row[9],
+                workspace=row[10],
             )
 
     def sync_index(self, *, wait: bool = True) -> int:

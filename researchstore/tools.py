@@ -8,8 +8,10 @@ MCP server publishes, so the two cannot drift apart.
 
 from __future__ import annotations
 
+import copy
 import re
 import sqlite3
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
@@ -44,7 +46,8 @@ class Param:
     min_items: int | None = None
     max_items: int | None = None
     enum: tuple[str, ...] | None = None
-    format: str | None = None  # "date" is checked; others are documentation
+    format: str | None = None  # "date" and "uuid" are checked; others are documentation
+    pattern: str | None = None
 
     def schema(self) -> dict[str, Any]:
         schema: dict[str, Any] = {"type": self.type, "description": self.description}
@@ -67,6 +70,7 @@ class Param:
             ("maxItems", self.max_items),
             ("enum", list(self.enum) if self.enum else None),
             ("format", self.format),
+            ("pattern", self.pattern),
         ):
             if value is not None:
                 schema[key] = value
@@ -94,7 +98,19 @@ def _check_string(param: Param, value: Any) -> str:
         raise _fail(param, f"must be one of {', '.join(param.enum)}; got {value!r}")
     if param.format == "date" and not _is_date(value):
         raise _fail(param, f"must be a date as YYYY-MM-DD; got {value!r}")
+    if param.format == "uuid" and not _is_uuid(value):
+        raise _fail(param, f"must be a UUID; got {value[:60]!r}")
+    if param.pattern is not None and not re.search(param.pattern, value):
+        raise _fail(param, f"must match {param.pattern}; got {value[:60]!r}")
     return value
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return len(value) == 36  # the hyphenated form JSON Schema's "uuid" means
 
 
 def _without_lone_surrogates(value: str) -> str:
@@ -173,8 +189,13 @@ class Tool:
     #: The scope a caller needs (``auth.Principal.require``); a ``workspace_id``
     #: argument is checked against the caller's workspaces too.
     scope: str | None = None
+    #: An exact input schema to publish instead of the one built from
+    #: ``params`` (a seed's contract); ``params`` still check the arguments.
+    schema_override: dict[str, Any] | None = None
 
     def input_schema(self) -> dict[str, Any]:
+        if self.schema_override is not None:
+            return copy.deepcopy(self.schema_override)
         return {
             "type": "object",
             "properties": {param.name: param.schema() for param in self.params},
@@ -216,8 +237,18 @@ def _search(store: Store, args: dict[str, Any]) -> dict[str, Any]:
         date_to=args["date_to"],
         source=args["source"],
         kind=args["kind"],
+        workspace=_search_workspace(args["workspace_id"]),
     )
     return {"hits": store.search(args["query"], limit=args["limit"], filters=filters)}
+
+
+def _search_workspace(workspace_id: str | None) -> str | None:
+    """A workspace's evidence is searched only by a caller who may use that workspace."""
+    if workspace_id is None:
+        return None
+    workspace = str(uuid.UUID(workspace_id))
+    current_principal().require("agent:research", workspace)
+    return workspace
 
 
 def _get_chunk(store: Store, args: dict[str, Any]) -> dict[str, Any]:
@@ -305,6 +336,10 @@ TOOLS: dict[str, Tool] = {
                 Param("source", "string", "Only chunks of this source (its name).",
                       min_length=1, max_length=200),
                 Param("kind", "string", "Only documents of this kind.", enum=DOCUMENT_KINDS),
+                Param("workspace_id", "string",
+                      "Search only the evidence retrieved into this workspace "
+                      "(research_evidence_retrieve); without it, no evidence is searched.",
+                      format="uuid"),
             ),
             _search,
         ),

@@ -796,6 +796,8 @@ def valid_value(param: Any) -> Any:
     """A value that passes ``param``'s checks (it need not exist in the store)."""
     if getattr(param, "enum", None):
         return param.enum[0]
+    if param.type == "string" and getattr(param, "format", None) == "uuid":
+        return "11111111-1111-4111-8111-111111111111"
     if param.type == "string":
         return "2026-01-01" if getattr(param, "format", None) == "date" else "x"
     if param.type == "integer":

@@ -1,0 +1,638 @@
+"""The bounded, address-checked fetcher against a real HTTPS server on loopback.
+
+The server (``HttpsServer``) is a threaded ``http.server`` wrapped in TLS
+with a certificate ``trustme`` makes here. The fetcher refuses loopback by
+default (tested first); the other tests let ``127.0.0.1/32`` through
+explicitly and resolve test names (``evidence.test``...) to it with a
+static resolver, so the name-based checks, SNI and ``Host`` are real.
+``test_evidence.py`` imports the server from here.
+"""
+
+from __future__ import annotations
+
+import gzip
+import ipaddress
+import socket
+import ssl
+import threading
+import time
+import tracemalloc
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+import trustme
+
+from researchstore import fetch as fetch_module
+from researchstore.fetch import (
+    FetchCancelled,
+    FetchError,
+    FetchPolicy,
+    address_problem,
+    check_url,
+    fetch,
+    retry_after_seconds,
+    static_resolver,
+)
+
+NAMES = ("evidence.test", "other.test", "www.youtube.com", "127.0.0.1")
+LOOPBACK = (ipaddress.ip_network("127.0.0.1/32"),)
+
+# -- the server ----------------------------------------------------------------
+
+Route = Callable[["Handler"], None]
+
+
+def page(title: str, body: str, *, lang: str = "en", head: str = "") -> bytes:
+    return (
+        f'<!doctype html><html lang="{lang}"><head><title>{title}</title>'
+        f'<meta name="description" content="About {title.lower()}.">{head}</head>'
+        f"<body><nav><a href='/'>Home</a></nav><main>{body}</main>"
+        "<footer>Footer links</footer></body></html>"
+    ).encode()
+
+
+ARTICLE = page(
+    "Hive survey",
+    "<h1>Hive survey</h1><p>Varroa mite counts rose sharply after the second brood cycle.</p>"
+    "<p>The colony was treated with oxalic acid once the brood had capped.</p>",
+)
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: HttpsServer
+    protocol_version = "HTTP/1.0"
+
+    def do_GET(self) -> None:  # noqa: N802 - the http.server name
+        path = self.path.split("?")[0]
+        self.server.requests.append((self.headers.get("Host", ""), path))
+        route = self.server.routes.get(path)
+        if route is None:
+            self.send_bytes(b"<p>nothing here</p>", status=404)
+            return
+        try:
+            route(self)
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+            pass  # the client gave up (deadline, cancel, limit): expected
+
+    def send_bytes(
+        self,
+        body: bytes,
+        *,
+        status: int = 200,
+        content_type: str = "text/html; charset=utf-8",
+        headers: dict[str, str] | None = None,
+        length: int | None = None,
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body) if length is None else length))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class HttpsServer(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, context: ssl.SSLContext) -> None:
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.context = context
+        self.routes: dict[str, Route] = {}
+        self.requests: list[tuple[str, str]] = []
+        self.server_names: list[str | None] = []
+        context.sni_callback = self._sni
+
+    def _sni(self, sock: ssl.SSLSocket, name: str | None, context: ssl.SSLContext) -> None:
+        self.server_names.append(name)
+
+    def get_request(self) -> tuple[Any, Any]:
+        sock, address = self.socket.accept()
+        sock.settimeout(10)
+        # The handshake runs in the handler's thread, not in the accept loop.
+        return self.context.wrap_socket(sock, server_side=True,
+                                        do_handshake_on_connect=False), address
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        try:
+            request.do_handshake()
+        except (ssl.SSLError, OSError):
+            return
+        super().finish_request(request, client_address)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that went away mid-response is part of these tests
+
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
+
+    def url(self, path: str, host: str = "evidence.test") -> str:
+        return f"https://{host}:{self.port}{path}"
+
+
+@dataclass
+class Site:
+    """A running server, the CA that signed it and a policy that may reach it."""
+
+    server: HttpsServer
+    ca: trustme.CA
+    client_context: ssl.SSLContext
+    policy: FetchPolicy
+    ca_file: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def url(self, path: str, host: str = "evidence.test") -> str:
+        return self.server.url(path, host)
+
+    def route(self, path: str) -> Callable[[Route], Route]:
+        def add(function: Route) -> Route:
+            self.server.routes[path] = function
+            return function
+
+        return add
+
+    def requests_for(self, path: str) -> int:
+        return sum(1 for _, seen in self.server.requests if seen == path)
+
+
+def static(body: bytes, **options: Any) -> Route:
+    return lambda handler: handler.send_bytes(body, **options)
+
+
+def redirect(location: str | Callable[[], str], status: int = 302) -> Route:
+    def send(handler: Handler) -> None:
+        target = location() if callable(location) else location
+        handler.send_bytes(b"", status=status, headers={"Location": target})
+
+    return send
+
+
+def drip(handler: Handler) -> None:
+    """Headers at once, then one byte every 50 ms for up to 10 s."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", "text/html")
+    handler.end_headers()
+    handler.wfile.flush()
+    for _ in range(200):
+        handler.wfile.write(b" ")
+        handler.wfile.flush()
+        time.sleep(0.05)
+
+
+def endless(handler: Handler) -> None:
+    """A body without a length that never stops on its own (8 MiB at most)."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", "text/html")
+    handler.end_headers()
+    block = b"<p>" + b"x" * 65_000 + b"</p>"
+    for _ in range(128):
+        handler.wfile.write(block)
+
+
+def truncated(handler: Handler) -> None:
+    """Declares 100,000 bytes, sends a page's worth and closes."""
+    body = page("Cut short", "<p>" + "The first half arrived intact. " * 60 + "</p>")
+    handler.send_bytes(body, length=100_000)
+
+
+BOMB = gzip.compress(b" " * (40 * 1024 * 1024), compresslevel=9)
+
+
+def install_routes(site: Site) -> None:
+    routes = site.server.routes
+    routes.update({
+        "/page.html": static(ARTICLE),
+        "/gzip.html": static(gzip.compress(ARTICLE), headers={"Content-Encoding": "gzip"}),
+        "/deflate.html": static(zlib.compress(ARTICLE)[2:-4],
+                                headers={"Content-Encoding": "deflate"}),
+        "/brotli.html": static(b"\x0b\x02\x80hello\x03", headers={"Content-Encoding": "br"}),
+        "/bomb.html": static(BOMB, headers={"Content-Encoding": "gzip"}),
+        "/declared-huge.html": static(b"", length=1_000_000_000),
+        "/endless.html": endless,
+        "/slow.html": drip,
+        "/truncated.html": truncated,
+        "/401": static(b"no", status=401, headers={"WWW-Authenticate": "Basic"}),
+        "/403": static(b"no", status=403),
+        "/404": static(b"no", status=404),
+        "/410": static(b"gone", status=410),
+        "/429": static(b"slow down", status=429, headers={"Retry-After": "120"}),
+        "/429-date": static(b"slow down", status=429,
+                            headers={"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}),
+        "/500": static(b"oops", status=500),
+        "/503": static(b"later", status=503, headers={"Retry-After": "30"}),
+        "/to-page": redirect("/page.html"),
+        "/hop-1": redirect("/hop-2", 301),
+        "/hop-2": redirect("/hop-3", 307),
+        "/hop-3": redirect("/page.html", 308),
+        "/loop": redirect("/loop"),
+        "/to-http": redirect(lambda: f"http://evidence.test:{site.server.port}/page.html"),
+        "/to-localhost": redirect(lambda: f"https://localhost:{site.server.port}/page.html"),
+        "/to-private": redirect(lambda: f"https://private.test:{site.server.port}/page.html"),
+        "/to-other": redirect(lambda: f"https://other.test:{site.server.port}/page.html"),
+    })
+
+
+@pytest.fixture(scope="session")
+def site() -> Iterator[Site]:
+    ca = trustme.CA()
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert(*NAMES).configure_cert(server_context)
+    client_context = ssl.create_default_context()
+    ca.configure_trust(client_context)
+    server = HttpsServer(server_context)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                              daemon=True)
+    thread.start()
+    resolver = static_resolver(
+        {"evidence.test": ["127.0.0.1"], "other.test": ["127.0.0.1"],
+         "www.youtube.com": ["127.0.0.1"], "nocert.test": ["127.0.0.1"],
+         "private.test": ["10.0.0.7"]},
+        None,
+    )
+    policy = FetchPolicy(allowed_networks=LOOPBACK, resolver=resolver,
+                         ssl_context=client_context, timeout_s=5, max_bytes=1_000_000)
+    with ca.cert_pem.tempfile() as ca_file:
+        site = Site(server, ca, client_context, policy, ca_file=ca_file)
+        install_routes(site)
+        try:
+            yield site
+        finally:
+            server.shutdown()
+            server.server_close()
+            thread.join(5)
+
+
+# -- spies ---------------------------------------------------------------------
+
+
+@dataclass
+class SocketSpy:
+    """Every socket created and every connection asked for while installed."""
+
+    sockets: int = 0
+    connections: list[tuple[Any, ...]] = field(default_factory=list)
+
+
+@pytest.fixture
+def spy(monkeypatch: pytest.MonkeyPatch) -> SocketSpy:
+    record = SocketSpy()
+    real_socket = socket.socket
+    real_connect = socket.create_connection
+
+    class CountingSocket(real_socket):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            record.sockets += 1
+            super().__init__(*args, **kwargs)
+
+    def connect(address: Any, *args: Any, **kwargs: Any) -> socket.socket:
+        record.connections.append(tuple(address))
+        return real_connect(address, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "socket", CountingSocket)
+    monkeypatch.setattr(socket, "create_connection", connect)
+    return record
+
+
+def refused(url: str, policy: FetchPolicy, **options: Any) -> FetchError:
+    with pytest.raises(FetchError) as error:
+        fetch(url, policy=policy, **options)
+    return error.value
+
+
+# -- the address guard ---------------------------------------------------------
+
+
+def test_loopback_is_refused_by_default(site: Site, spy: SocketSpy) -> None:
+    default = FetchPolicy(ssl_context=site.client_context)
+    for url in (site.url("/page.html", "127.0.0.1"), f"https://[::1]:{site.server.port}/"):
+        error = refused(url, default)
+        assert (error.status, error.reason) == ("blocked", "unsafe_url"), url
+    # A name that resolves to loopback is refused the same way.
+    named = replace(default, resolver=site.policy.resolver)
+    error = refused(site.url("/page.html"), named)
+    assert (error.status, error.reason) == ("blocked", "unsafe_url")
+    assert "loopback" in error.message
+    assert spy.sockets == 0 and spy.connections == []
+
+
+UNSAFE_ADDRESSES = [
+    "127.0.0.1", "127.255.255.254", "10.1.2.3", "172.16.0.1", "192.168.1.1",
+    "169.254.169.254", "169.254.170.2", "169.254.1.1", "100.64.0.1", "100.100.100.200",
+    "168.63.129.16", "0.0.0.0", "224.0.0.1", "239.255.255.250", "240.0.0.1",
+    "255.255.255.255", "192.0.0.170", "198.18.0.1", "192.0.2.1",
+    "::1", "::", "fe80::1", "fe80::1%1", "fc00::1", "fd00:ec2::254", "ff02::1",
+    "::ffff:127.0.0.1", "::ffff:8.8.8.8", "::127.0.0.1", "::8.8.8.8",
+    "64:ff9b::7f00:1", "64:ff9b::808:808", "64:ff9b:1::a00:1",
+    "2002:7f00:1::1", "2002:808:808::1",
+    "2001:0:4136:e378:8000:63bf:3fff:fdd2", "2001:db8::1",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("address", UNSAFE_ADDRESSES)
+def test_every_unsafe_address_is_refused_before_any_socket(
+    site: Site, spy: SocketSpy, address: str
+) -> None:
+    asked: list[str] = []
+
+    def resolver(host: str, port: int) -> list[str]:
+        asked.append(host)
+        return [address]
+
+    policy = FetchPolicy(resolver=resolver, ssl_context=site.client_context)
+    error = refused("https://public-looking.example.com/page", policy)
+    assert (error.status, error.reason) == ("blocked", "unsafe_url"), error.message
+    assert asked == ["public-looking.example.com"]  # resolved once
+    assert spy.sockets == 0 and spy.connections == []
+
+
+@pytest.mark.parametrize("address", ["8.8.8.8", "1.1.1.1", "2606:4700:4700::1111",
+                                     "2a00:1450:4001:80b::200e"])
+def test_public_addresses_pass_the_guard(address: str) -> None:
+    assert address_problem(ipaddress.ip_address(address)) is None
+
+
+def test_one_unsafe_address_among_public_ones_refuses_the_name(spy: SocketSpy) -> None:
+    policy = FetchPolicy(resolver=lambda host, port: ["93.184.216.34", "10.0.0.1"])
+    error = refused("https://mixed.example.com/", policy)
+    assert error.reason == "unsafe_url" and "10.0.0.1" in error.message
+    assert spy.sockets == 0
+
+
+UNSAFE_URLS = [
+    "http://evidence.test/page.html", "ftp://evidence.test/file", "file:///etc/passwd",
+    "https://user:secret@evidence.test/", "https://localhost/", "https://LOCALHOST./",
+    "https://api.localhost/", "https://metadata.google.internal/computeMetadata/v1/",
+    "https://printer.local/", "https://intranet/", "https://router.lan/",
+    "https://0x7f.1/", "https://2130706433/", "https://127.1/", "https://017700000001/",
+    "https://[::1]/", "https://[::ffff:169.254.169.254]/", "https://169.254.169.254/latest/",
+    "https:///nohost", "not a url", "https://evidence.test:0/",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("url", UNSAFE_URLS)
+def test_unsafe_urls_are_refused_before_resolving(spy: SocketSpy, url: str) -> None:
+    asked: list[str] = []
+
+    def resolver(host: str, port: int) -> list[str]:
+        asked.append(host)
+        return ["8.8.8.8"]
+
+    error = refused(url, FetchPolicy(resolver=resolver))
+    assert (error.status, error.reason) == ("blocked", "unsafe_url"), url
+    assert asked == []
+    assert spy.sockets == 0 and spy.connections == []
+
+
+def test_check_url_keeps_the_name_and_port() -> None:
+    target = check_url("https://Evidence.Test.:8443/a/b?c=d#frag")
+    assert (target.host, target.port) == ("evidence.test", 8443)
+    assert "#" not in str(target.url)
+
+
+# -- pinning -------------------------------------------------------------------
+
+
+def test_the_connection_is_pinned_to_the_checked_address(site: Site, spy: SocketSpy) -> None:
+    answers = iter([["127.0.0.1"], ["10.9.9.9"], ["10.9.9.9"]])
+    asked: list[str] = []
+
+    def rebinding(host: str, port: int) -> list[str]:
+        asked.append(host)
+        return next(answers)  # a second lookup would get a private address
+
+    policy = replace(site.policy, resolver=rebinding)
+    site.server.server_names.clear()
+    before = len(site.server.requests)
+    fetched = fetch(site.url("/page.html"), policy=policy)
+    assert b"Varroa" in fetched.body
+    assert asked == ["evidence.test"]
+    assert spy.connections == [("127.0.0.1", site.server.port)]
+    assert fetched.address == "127.0.0.1"
+    # TLS and HTTP still speak the name: SNI, certificate and Host.
+    assert site.server.server_names == ["evidence.test"]
+    assert site.server.requests[before:] == [(f"evidence.test:{site.server.port}", "/page.html")]
+
+
+def test_the_certificate_is_checked_against_the_name(site: Site, spy: SocketSpy) -> None:
+    error = refused(site.url("/page.html", "nocert.test"), site.policy)
+    assert (error.status, error.reason) == ("unavailable", "unavailable")
+    assert "TLS" in error.message
+    untrusted = replace(site.policy, ssl_context=ssl.create_default_context())
+    assert "TLS" in refused(site.url("/page.html"), untrusted).message
+
+
+def test_environment_proxies_are_ignored(site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.setenv("SSL_CERT_FILE", "/nonexistent.pem")
+    assert b"Varroa" in fetch(site.url("/page.html"), policy=site.policy).body
+
+
+# -- redirects -----------------------------------------------------------------
+
+
+def test_redirects_are_followed_and_each_hop_is_checked(site: Site, spy: SocketSpy) -> None:
+    fetched = fetch(site.url("/hop-1"), policy=site.policy)
+    assert fetched.url == site.url("/page.html")
+    assert fetched.redirects == (site.url("/hop-2"), site.url("/hop-3"), site.url("/page.html"))
+    assert len(spy.connections) == 4  # one pinned connection per hop
+
+    other = fetch(site.url("/to-other"), policy=site.policy)
+    assert other.url == site.url("/page.html", "other.test")
+
+    assert refused(site.url("/loop"), site.policy).reason == "unavailable"
+    short = replace(site.policy, max_redirects=2)
+    assert "redirects" in refused(site.url("/hop-1"), short).message
+    for path in ("/to-http", "/to-localhost", "/to-private"):
+        connections = len(spy.connections)
+        error = refused(site.url(path), site.policy)
+        assert (error.status, error.reason) == ("blocked", "unsafe_url"), path
+        assert len(spy.connections) == connections + 1  # only the redirecting hop
+
+
+# -- statuses ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "reason", "retry_after"),
+    [
+        ("/401", "blocked", "access_denied", None),
+        ("/403", "blocked", "access_denied", None),
+        ("/404", "unavailable", "not_found", None),
+        ("/410", "unavailable", "not_found", None),
+        ("/missing", "unavailable", "not_found", None),
+        ("/429", "rate_limited", "rate_limited", 120),
+        ("/429-date", "rate_limited", "rate_limited", 1),
+        ("/500", "unavailable", "unavailable", None),
+        ("/503", "unavailable", "unavailable", 30),
+    ],
+)
+def test_http_statuses(
+    site: Site, path: str, status: str, reason: str, retry_after: int | None
+) -> None:
+    error = refused(site.url(path), site.policy)
+    assert (error.status, error.reason, error.retry_after_seconds) == (status, reason,
+                                                                       retry_after)
+    assert error.url == site.url(path)
+
+
+def test_retry_after_values() -> None:
+    assert retry_after_seconds("120") == 120
+    assert retry_after_seconds("0") == 1
+    assert retry_after_seconds("999999") == 86_400
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") == 1
+    assert retry_after_seconds("Thu, 01 Jan 2099 00:00:00 GMT") == 86_400
+    assert retry_after_seconds("soon") is None and retry_after_seconds(None) is None
+
+
+# -- bytes and time ------------------------------------------------------------
+
+
+def test_content_encodings(site: Site) -> None:
+    for path in ("/gzip.html", "/deflate.html"):
+        assert fetch(site.url(path), policy=site.policy).body == ARTICLE, path
+    error = refused(site.url("/brotli.html"), site.policy)
+    assert (error.status, error.reason) == ("unsupported", "unsupported_content")
+
+
+def test_a_compression_bomb_stops_at_the_cap(site: Site) -> None:
+    tracemalloc.start()
+    try:
+        error = refused(site.url("/bomb.html"), site.policy)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (error.status, error.reason) == ("unsupported", "response_too_large")
+    assert "decoded" in error.message
+    # 40 MiB of decoded data never existed in memory: the cap is 1 MB.
+    assert peak < 6 * site.policy.max_bytes, peak
+
+
+def test_huge_bodies_are_cut_off(site: Site) -> None:
+    started = time.monotonic()
+    declared = refused(site.url("/declared-huge.html"), site.policy)
+    assert (declared.status, declared.reason) == ("unsupported", "response_too_large")
+    streamed = refused(site.url("/endless.html"), site.policy)
+    assert (streamed.status, streamed.reason) == ("unsupported", "response_too_large")
+    assert time.monotonic() - started < 3
+
+
+def test_the_total_deadline_beats_a_slow_drip(site: Site) -> None:
+    policy = replace(site.policy, timeout_s=0.8)
+    started = time.monotonic()
+    error = refused(site.url("/slow.html"), policy)
+    elapsed = time.monotonic() - started
+    assert (error.status, error.reason) == ("unavailable", "timeout")
+    assert 0.7 < elapsed < 2.0, elapsed
+
+
+def test_cancel_stops_a_fetch_between_reads(site: Site) -> None:
+    cancel = threading.Event()
+    timer = threading.Timer(0.3, cancel.set)
+    timer.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(FetchCancelled) as error:
+            fetch(site.url("/slow.html"), policy=site.policy, cancel=cancel)
+    finally:
+        timer.cancel()
+    assert (error.value.status, error.value.reason) == ("cancelled", "cancelled")
+    assert time.monotonic() - started < 1.5
+
+
+def test_a_body_cut_short_is_kept_and_marked(site: Site) -> None:
+    fetched = fetch(site.url("/truncated.html"), policy=site.policy)
+    assert fetched.complete is False
+    assert b"first half arrived" in fetched.body
+
+
+# -- no egress -----------------------------------------------------------------
+
+
+def test_egress_turned_off_touches_nothing(spy: SocketSpy) -> None:
+    asked: list[str] = []
+    policy = FetchPolicy(egress=False, resolver=lambda host, port: asked.append(host) or [])
+    error = refused("https://example.com/", policy)
+    assert (error.status, error.reason) == ("unavailable", "egress_unavailable")
+    assert asked == [] and spy.sockets == 0
+    assert FetchPolicy.from_env({"RESEARCHSTORE_EGRESS": "off"}).egress is False
+
+
+@pytest.mark.parametrize(
+    ("failure", "reason"),
+    [
+        (socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution"),
+         "egress_unavailable"),
+        (socket.gaierror(socket.EAI_FAIL, "Non-recoverable failure"), "egress_unavailable"),
+        (OSError(101, "Network is unreachable"), "egress_unavailable"),
+        (socket.gaierror(socket.EAI_NONAME, "Name or service not known"), "not_found"),
+    ],
+)
+def test_resolution_failures(spy: SocketSpy, failure: OSError, reason: str) -> None:
+    def resolver(host: str, port: int) -> list[str]:
+        raise failure
+
+    error = refused("https://example.com/", FetchPolicy(resolver=resolver))
+    assert (error.status, error.reason) == ("unavailable", reason)
+    assert spy.sockets == 0
+
+
+def test_a_resolver_that_never_answers_is_no_egress() -> None:
+    release = threading.Event()
+
+    def hanging(host: str, port: int) -> list[str]:
+        release.wait(5)
+        return ["8.8.8.8"]
+
+    started = time.monotonic()
+    try:
+        error = refused("https://example.com/", FetchPolicy(resolver=hanging, dns_timeout_s=0.3))
+    finally:
+        release.set()
+    assert (error.status, error.reason) == ("unavailable", "egress_unavailable")
+    assert time.monotonic() - started < 1.5
+
+
+def test_an_unreachable_network_is_no_egress(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unreachable(address: Any, *args: Any, **kwargs: Any) -> socket.socket:
+        raise OSError(101, "Network is unreachable")
+
+    monkeypatch.setattr(socket, "create_connection", unreachable)
+    error = refused(site.url("/page.html"), site.policy)
+    assert (error.status, error.reason) == ("unavailable", "egress_unavailable")
+
+
+def test_policy_from_environment(site: Site) -> None:
+    policy = FetchPolicy.from_env({
+        "RESEARCHSTORE_FETCH_ALLOW": "127.0.0.1/32, ::1/128",
+        "RESEARCHSTORE_FETCH_CA_BUNDLE": site.ca_file,
+        "RESEARCHSTORE_FETCH_RESOLVE": "evidence.test=127.0.0.1,x.test=127.0.0.2",
+        "RESEARCHSTORE_FETCH_TIMEOUT": "7.5",
+        "RESEARCHSTORE_FETCH_MAX_BYTES": "1234",
+    })
+    assert policy.allowed_networks == (ipaddress.ip_network("127.0.0.1/32"),
+                                       ipaddress.ip_network("::1/128"))
+    assert (policy.timeout_s, policy.max_bytes, policy.egress) == (7.5, 1234, True)
+    assert policy.resolver("evidence.test", 443) == ["127.0.0.1"]
+    assert b"Varroa" in fetch(site.url("/page.html"), policy=replace(policy, max_bytes=10**6)
+                              ).body
+    assert FetchPolicy.from_env({}) == replace(FetchPolicy(), resolver=FetchPolicy().resolver)
+
+
+def test_the_module_keeps_one_socket_path() -> None:
+    """Only the pinned backend opens connections: no other socket call in the module."""
+    with open(fetch_module.__file__) as handle:
+        source = handle.read()
+    assert source.count("socket.create_connection(") == 1
+    assert "socket.socket(" not in source
