@@ -387,6 +387,7 @@ class _Writer:
         self.batch_chunks = 0
         self.uncommitted_chunks = 0
         self.last_seq = 0
+        self.committed_seq = 0
         self.last_index_commit = time.monotonic()
         self.folders: dict[str, int] = {}
 
@@ -438,8 +439,9 @@ class _Writer:
             self.commit_index()
 
     def commit_index(self) -> None:
-        if self.last_seq:
+        if self.last_seq and self.last_seq != self.committed_seq:
             self.store.commit_index(self.last_seq)
+            self.committed_seq = self.last_seq
         self.uncommitted_chunks = 0
         self.last_index_commit = time.monotonic()
 
@@ -642,13 +644,12 @@ def ingest_source(
         source_id, version_rowid, version_id = _begin_version(store, root, name)
         summary = IngestSummary(source=name, version_id=version_id)
         writer = _Writer(store, source_id, name, version_rowid, summary)
-        existing = _existing_reports(store, source_id)
         if only is None:
             reports, passed_over = discover(root)
+            existing = _existing_reports(store, source_id)
         else:
             reports, passed_over = discover_keys(root, only)
-            wanted = set(only)
-            existing = {key: value for key, value in existing.items() if key in wanted}
+            existing = _existing_reports(store, source_id, keys=[key.strip("/") for key in only])
         summary.skipped.extend(passed_over)
         with progress_bar(f"Ingesting {name}", total=len(reports), enabled=progress) as bar:
             for report in reports:
@@ -806,11 +807,15 @@ def _finish_version(store: Store, version_rowid: int, summary: IngestSummary) ->
         )
 
 
-def _existing_reports(store: Store, source_id: int) -> dict[str, tuple[int, str, str]]:
-    rows = store.conn.execute(
-        "SELECT key, report_id, signature, content_hash FROM reports WHERE source_id = ?",
-        (source_id,),
-    )
+def _existing_reports(
+    store: Store, source_id: int, *, keys: Sequence[str] | None = None
+) -> dict[str, tuple[int, str, str]]:
+    sql = "SELECT key, report_id, signature, content_hash FROM reports WHERE source_id = ?"
+    if keys is None:
+        rows = store.conn.execute(sql, (source_id,))
+    else:
+        marks = ",".join("?" * len(keys))
+        rows = store.conn.execute(f"{sql} AND key IN ({marks})", (source_id, *keys))
     return {key: (report_id, signature, digest) for key, report_id, signature, digest in rows}
 
 
