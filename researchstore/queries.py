@@ -319,3 +319,26 @@ def search_rows(conn: sqlite3.Connection, chunk_ids: Sequence[str]) -> dict[str,
         }
         for row in rows
     }
+
+
+_OWNER_SQL = {
+    "chunk": "SELECT s.kind, s.name FROM chunks c JOIN reports r ON r.report_id = c.report_id "
+    "JOIN sources s ON s.id = r.source_id WHERE c.chunk_id = ?",
+    "retired_chunk": "SELECT s.kind, s.name FROM chunk_history h "
+    "JOIN reports r ON r.report_id = h.report_id "
+    "JOIN sources s ON s.id = r.source_id WHERE h.chunk_id = ?",
+    "document": "SELECT s.kind, s.name FROM documents d JOIN reports r "
+    "ON r.report_id = d.report_id JOIN sources s ON s.id = r.source_id WHERE d.document_id = ?",
+    "report": "SELECT s.kind, s.name FROM reports r JOIN sources s ON s.id = r.source_id "
+    "WHERE r.report_id = ?",
+}
+
+
+def owning_workspace(conn: sqlite3.Connection, kind: str, value: Any) -> str | None:
+    """The workspace whose evidence holds this chunk/document/report, or None."""
+    for sql_kind in ("chunk", "retired_chunk") if kind == "chunk" else (kind,):
+        row = conn.execute(_OWNER_SQL[sql_kind], (value,)).fetchone()
+        if row is not None:
+            source_kind, name = row
+            return name.partition(":")[2] if source_kind == "workspace" else None
+    return None

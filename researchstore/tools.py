@@ -18,7 +18,7 @@ from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from researchstore.auth import current_principal
-from researchstore.errors import InvalidInput, ResearchStoreError, UpstreamUnavailable
+from researchstore.errors import InvalidInput, NotEntitled, ResearchStoreError, UpstreamUnavailable
 from researchstore.index import SearchFilters
 
 if TYPE_CHECKING:
@@ -447,6 +447,65 @@ def register(tool: Tool) -> None:
     TOOLS[tool.name] = tool
 
 
+#: Which argument of a tool names what, for the workspace guard below.
+_ANCHORS: dict[str, tuple[str, str]] = {
+    "research_get_chunk": ("chunk_id", "chunk"),
+    "research_resolve_chunk": ("chunk_id", "chunk"),
+    "get_chunk_next": ("id", "chunk"),
+    "get_chunk_prev": ("id", "chunk"),
+    "get_chunk_neighbors": ("id", "chunk"),
+    "get_chunk_parents": ("id", "chunk"),
+    "get_document": ("id", "document"),
+    "get_document_chunks": ("id", "document"),
+    "research_get_report": ("report_id", "report"),
+}
+#: An id no row can have: asking for it gives each tool its own natural miss.
+_HIDDEN = "\x00hidden"
+
+
+def _may_read(principal: Any, workspace: str | None) -> bool:
+    if workspace is None:
+        return True
+    try:
+        principal.require("agent:research", workspace)
+    except NotEntitled:
+        return False
+    return True
+
+
+def _run_within_workspaces(store: Store, tool: Tool, bound: dict[str, Any]) -> dict[str, Any]:
+    """Run a read tool for a restricted caller: evidence of another workspace is a miss.
+
+    Workspaces are isolated: an API key limited to workspace A that holds an
+    id from workspace B gets exactly what an unknown id gets.
+    """
+    from researchstore.queries import owning_workspace
+
+    principal = current_principal()
+    with store.reading() as conn:
+        if tool.name in _ANCHORS:
+            argument, kind = _ANCHORS[tool.name]
+            asked = bound[argument]
+            if _may_read(principal, owning_workspace(conn, kind, asked)):
+                return tool.run(store, bound)
+            result = tool.run(store, {**bound, argument: 0 if kind == "report" else _HIDDEN})
+            if result.get("document_id") == _HIDDEN:
+                result["document_id"] = asked
+            return result
+        if tool.name == "get_chunks":
+            ids = bound["ids"]
+            hidden = {
+                chunk_id for chunk_id in ids
+                if not _may_read(principal, owning_workspace(conn, "chunk", chunk_id))
+            }
+            visible = [chunk_id for chunk_id in ids if chunk_id not in hidden]
+            result = tool.run(store, {**bound, "ids": visible}) if visible else {"chunks": []}
+            missing = set(result.get("not_found", [])) | hidden
+            result["not_found"] = [i for i in dict.fromkeys(ids) if i in missing]
+            return result
+        return tool.run(store, bound)
+
+
 def call_tool(
     store: Store, name: str, arguments: Any = None, *, tools: Mapping[str, Tool] | None = None
 ) -> dict[str, Any]:
@@ -459,8 +518,11 @@ def call_tool(
         ).to_envelope()
     try:
         bound = tool.bind(arguments)
+        principal = current_principal()
         if tool.scope is not None:
-            current_principal().require(tool.scope, bound.get("workspace_id"))
+            principal.require(tool.scope, bound.get("workspace_id"))
+        if not principal.unrestricted:
+            return {"result": _run_within_workspaces(store, tool, bound)}
         return {"result": tool.run(store, bound)}
     except ResearchStoreError as error:
         return error.to_envelope()
