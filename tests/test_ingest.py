@@ -330,7 +330,8 @@ def test_the_lecture_transcript() -> None:
         assert markup not in text, markup
     assert "They hold air & water" in text
     assert "mycorrhizal" in text and "Glomeromycota" in text
-    assert 3 <= len(description["chunks"]) <= 4
+    # About 256 index tokens a chunk (stop words are not counted).
+    assert 2 <= len(description["chunks"]) <= 4
     previous_end = 0
     for chunk in description["chunks"]:
         assert chunk["start_ms"] is not None and chunk["end_ms"] is not None
@@ -647,7 +648,9 @@ def test_tag_filters_select_the_documented_reports(
         arguments["source"] = source
     found = {
         report_key(store, hit["report_id"])
-        for hit in search(store, "the og i a", **arguments)
+        # Common words of the English and Norwegian fixtures (not stop words,
+        # which the index drops), so that only the tag filter decides.
+        for hit in search(store, "og i from all one we", **arguments)
     }
     assert found == expected
 
