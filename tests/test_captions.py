@@ -147,12 +147,75 @@ def test_vtt_outcomes(data: bytes, status: str, reason: str) -> None:
     assert doc.segments == []
 
 
-def test_vtt_with_bom_and_leading_blank_lines() -> None:
-    data = codecs.BOM_UTF8 + "\n\nWEBVTT\n\n00:01.000 --> 00:02.000\nDormice – not mice.\n".encode()
+def test_vtt_with_bom() -> None:
+    data = codecs.BOM_UTF8 + "WEBVTT\n\n00:01.000 --> 00:02.000\nDormice – not mice.\n".encode()
     doc = parse_vtt(data)
     assert doc.status == "ok"
     assert doc.segments == [Segment(1000, 2000, "Dormice – not mice.")]
     assert "\ufeff" not in doc.segments[0].text
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        # The WebVTT signature must open the file (players show nothing else).
+        pytest.param(b"\n\nWEBVTT\n\n00:01.000 --> 00:02.000\nText\n",
+                     "the WEBVTT header is on line 3", id="blank-lines-first"),
+        pytest.param(codecs.BOM_UTF8 + b"\tWEBVTT\n\n00:01.000 --> 00:02.000\nText\n",
+                     "malformed WEBVTT header", id="tab-before-header"),
+        pytest.param(b"WEBVTTX\n\n00:01.000 --> 00:02.000\nText\n",
+                     "malformed WEBVTT header", id="glued-header"),
+        pytest.param(b"garbage\n\n00:01.000 --> 00:02.000\nText\n",
+                     "the file starts with 'garbage'", id="garbage-first"),
+    ],
+)  # fmt: skip
+def test_a_file_that_does_not_open_as_captions_is_rejected(data: bytes, why: str) -> None:
+    for parse in (parse_vtt, parse_srt):
+        doc = parse(data)
+        assert (doc.status, doc.reason, doc.segments) == ("invalid", "invalid_captions", [])
+        assert why in doc.skipped[0]
+
+
+def test_srt_may_start_after_blank_lines() -> None:
+    doc = parse_srt(b"\n\n1\n00:00:01,000 --> 00:00:02,000\nText\n")
+    assert doc.segments == [Segment(1000, 2000, "Text")]
+
+
+@pytest.mark.parametrize(
+    ("cue_text", "expected"),
+    [
+        # An unclosed tag runs to the end of the cue, as the spec's tokenizer reads it.
+        pytest.param("<c>This is </c awesome!", "This is", id="end-tag-without-gt"),
+        pytest.param("<c It's a blue apple tree!", None, id="start-tag-without-gt"),
+        pytest.param("<v Jane\nDoe>Hello</v>", "Hello", id="tag-over-a-line-break"),
+        # Only references closed by ";" are decoded; the rest stays as written.
+        pytest.param("Fish &amp; chips &lt;3 &#233;t&#xE9;", "Fish & chips <3 été", id="refs"),
+        pytest.param("&lt &gt &nbsp &am; AT&T", "&lt &gt &nbsp &am; AT&T", id="not-references"),
+        pytest.param("a&nbsp;b &lrm;x&rlm;", "a b \u200ex\u200f", id="nbsp-lrm-rlm"),
+    ],
+)
+def test_vtt_cue_text_markup_and_references(cue_text: str, expected: str | None) -> None:
+    doc = parse_vtt(f"WEBVTT\n\n00:01.000 --> 00:02.000\n{cue_text}\n".encode())
+    assert [segment.text for segment in doc.segments] == ([expected] if expected else [])
+
+
+def test_srt_keeps_a_lone_less_than_sign() -> None:
+    doc = parse_srt(b"1\n00:00:01,000 --> 00:00:02,000\n<i>x < y</i> &amp; z\n")
+    assert doc.segments == [Segment(1000, 2000, "x < y & z")]
+
+
+@pytest.mark.parametrize(
+    ("timing", "start_ms", "end_ms"),
+    [
+        # A first field over 59 counts hours (spec), read as vtt.js reads it.
+        pytest.param("120:00.000 --> 120:10.000", 432_000_000, 432_600_000, id="hours"),
+        pytest.param("000:00.000 --> 00:02.000", 0, 2000, id="three-digit-minutes"),
+        pytest.param("0:0:3.540 --> 0:0:7.23", 3540, 7230, id="unpadded"),
+    ],
+)
+def test_wide_and_short_timestamps(timing: str, start_ms: int, end_ms: int) -> None:
+    doc = parse_vtt(f"WEBVTT\n\n{timing}\nText\n".encode())
+    assert doc.segments == [Segment(start_ms, end_ms, "Text")]
 
 
 def test_legacy_encodings() -> None:
@@ -319,12 +382,12 @@ Hello there.
     ]
 
 
-def test_zero_length_cue_with_new_text_is_an_invalid_cue() -> None:
+def test_zero_length_cue_with_new_text_is_kept() -> None:
+    # Valid WebVTT (the spec and vtt.js keep it); its words are content.
     data = b"WEBVTT\n\n00:01.000 --> 00:02.000\nKept.\n\n00:05.000 --> 00:05.000\nFlash.\n"
     doc = parse_vtt(data)
-    assert (doc.status, doc.reason) == ("partial", "invalid_cues")
-    assert doc.segments == [Segment(1000, 2000, "Kept.")]
-    assert doc.skipped == ["cue 2 (line 6): ends when it starts"]
+    assert (doc.status, doc.reason, doc.skipped) == ("ok", None, [])
+    assert doc.segments == [Segment(1000, 2000, "Kept."), Segment(5000, 5000, "Flash.")]
 
 
 # -- properties -------------------------------------------------------------------

@@ -10,8 +10,10 @@ Outcomes (``ParsedDocument.status`` / ``reason``):
 
 - ``ok``: every cue read.
 - ``partial`` / ``invalid_cues``: some cues skipped (bad timings, negative
-  times, end not after start); the others kept.
-- ``invalid`` / ``invalid_captions``: text, but no cue could be read.
+  times, end before start); the others kept.
+- ``invalid`` / ``invalid_captions``: text, but no cue could be read, or not
+  captions at all (a malformed or misplaced WEBVTT header, or neither a header
+  nor a cue at the top of the file).
 - ``invalid`` / ``binary``: not text at all.
 - ``empty`` / ``no_text``: an empty file, or cues without any text.
 """
@@ -19,6 +21,7 @@ Outcomes (``ParsedDocument.status`` / ``reason``):
 from __future__ import annotations
 
 import html
+import html.entities
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,7 +38,17 @@ __all__ = ["parse_srt", "parse_vtt"]
 #: A cue starting at most this long after the previous one ended can repeat it.
 _FOLLOW_ON_MS = 1000
 _NOTE_LINE = re.compile(r"line (\d+)")
-_CUE_TAG = re.compile(r"<[^<>\n]*>")
+# SubRip has no escapes, so "<" starts a tag only when a ">" closes it on the line.
+_SRT_TAG = re.compile(r"<[^<>\n]*>")
+# WebVTT: "<" always starts a tag, which runs to the next ">" or the cue's end
+# (a literal "<" must be written "&lt;"), as in the spec's cue text tokenizer.
+_VTT_TAG = re.compile(r"<[^>]*>?")
+# Character references end with ";": "&amp;", "&#233;", "&#x2014;". Without it
+# ("&lt", "AT&T") the text is kept as written, as WebVTT players show it.
+_REFERENCE = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
+_HEADER = re.compile(r"WEBVTT(?:[ \t]|$)")
+# A two-field time ("mm:ss.ttt") whose first field has three digits or more.
+_WIDE_MINUTES = re.compile(r"(?<![\d:])(\d{3,}):(\d{2})\.(\d{3})(?![\d:])")
 # SubRip files from Aegisub and friends carry ASS override blocks like {\an8}.
 _ASS_OVERRIDE = re.compile(r"\{\\[^{}\n]*\}")
 _WHITESPACE = re.compile(r"\s+")
@@ -87,15 +100,29 @@ def _parse_captions(data: bytes, kind: str) -> ParsedDocument:
         doc.status, doc.reason = "invalid", "binary"
         return doc
     text, doc.encoding = decode_text(data)
-    # Blank lines before the header are tolerated; line numbers still count them.
+    # Blank lines before the first cue of a SubRip file are tolerated; line
+    # numbers still count them.
     stripped = text.lstrip("\n")
     first_line = 1 + len(text) - len(stripped)
     text = stripped
     if not text.strip():
         doc.status, doc.reason = "empty", "no_text"
         return doc
+    head = text.split("\n", 1)[0]
+    problem = None
+    if _HEADER.match(head) and first_line > 1:
+        problem = f"the WEBVTT header is on line {first_line}, not the first line"
+    elif head.lstrip().startswith("WEBVTT") and not _HEADER.match(head):
+        problem = f"malformed WEBVTT header {_shorten(head)}"
+    elif not _HEADER.match(head) and "-->" not in head and not _DIGITS.match(head):
+        # Neither a header nor a cue: what comes first is not captions.
+        problem = f"no WEBVTT header; the file starts with {_shorten(head)}"
+    if problem is not None:
+        doc.status, doc.reason = "invalid", "invalid_captions"
+        doc.skipped.append(problem)
+        return doc
 
-    if text.startswith("WEBVTT"):
+    if _HEADER.match(text):
         reading = _read_vtt(text, first_line)
     else:
         # No header: try both readers (the file may be misnamed) and keep
@@ -179,15 +206,24 @@ def _timing_index(block: list[str]) -> int | None:
 
 def _clean_lines(raw_lines: list[str], *, srt: bool) -> list[str]:
     """Strip cue markup, decode entities, collapse whitespace, drop empty lines."""
+    if srt:
+        lines = [_ASS_OVERRIDE.sub("", _SRT_TAG.sub("", raw)) for raw in raw_lines]
+    else:
+        # A WebVTT tag can run over a line break; markup is read across lines.
+        lines = _VTT_TAG.sub("", "\n".join(raw_lines)).split("\n")
     cleaned = []
-    for raw in raw_lines:
-        line = _CUE_TAG.sub("", raw)
-        if srt:
-            line = _ASS_OVERRIDE.sub("", line)
-        line = _WHITESPACE.sub(" ", html.unescape(line)).strip()
+    for raw in lines:
+        line = _WHITESPACE.sub(" ", _REFERENCE.sub(_decode_reference, raw)).strip()
         if line:
             cleaned.append(line)
     return cleaned
+
+
+def _decode_reference(match: re.Match[str]) -> str:
+    reference = match.group()
+    if reference[1] == "#":
+        return html.unescape(reference)
+    return html.entities.html5.get(reference[1:], reference)
 
 
 def _note(number: int, line: int, why: str) -> str:
@@ -274,6 +310,8 @@ def _vtt_caption(block: list[str]) -> webvtt.Caption | None:
     Strict first; then lenient, which also accepts short fields such as
     ``0:1:5.2`` and unknown cue settings, which are harmless here.
     """
+    timing = _timing_index(block) or 0
+    block = [*block[:timing], _WIDE_MINUTES.sub(_wide_minutes, block[timing]), *block[timing + 1 :]]
     source = "WEBVTT\n\n" + "\n".join(block)
     for strict in (True, False):
         try:
@@ -283,6 +321,18 @@ def _vtt_caption(block: list[str]) -> webvtt.Caption | None:
         if len(captions) == 1:
             return captions[0]
     return None
+
+
+def _wide_minutes(match: re.Match[str]) -> str:
+    """``120:00.000`` → ``120:00:00.000``: a first field over 59 counts hours.
+
+    The WebVTT spec's rule for the first field, read as vtt.js reads it;
+    ``000:05.000`` (not over 59) stays minutes and seconds.
+    """
+    first, second, fraction = match.groups()
+    if int(first) > 59:
+        return f"{int(first)}:{second}:00.{fraction}"
+    return f"{int(first):02d}:{second}.{fraction}"
 
 
 # -- SubRip --------------------------------------------------------------------
@@ -368,11 +418,11 @@ def _segments(cues: list[_Cue], skipped: list[str]) -> list[Segment]:
         if not cue.lines:
             continue
         if cue.end_ms == cue.start_ms:
+            # A zero-length cue is valid WebVTT; one that only repeats its
+            # neighbours is a rolling-caption snapshot, one with new words is kept.
             following = valid[index + 1].lines if index + 1 < len(valid) else []
-            known = {*previous, *following}
-            if not known.issuperset(cue.lines):
-                skipped.append(_note(cue.number, cue.line, "ends when it starts"))
-            continue
+            if {*previous, *following}.issuperset(cue.lines):
+                continue
         # Only a cue that follows on (nearly) at once repeats the one before;
         # the same words after a pause were said again.
         repeated = (
