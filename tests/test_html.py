@@ -82,7 +82,7 @@ def page_blocks() -> list[Block]:
 def test_metadata() -> None:
     doc = parse_html(PAGE.encode())
     assert (doc.kind, doc.status, doc.reason, doc.encoding) == ("html", "ok", None, "utf-8")
-    assert doc.title == "Moth night at Alder Fen"
+    assert doc.title == "Moth Night at Alder Fen"  # og:title, as the page declares it
     assert doc.description == "Traps, lamps & a record count of hawk-moths."
     assert doc.language == "en-GB"
     assert doc.date == "2025-06-21"
@@ -158,8 +158,35 @@ def _page(body: str, head: str = "") -> bytes:
         pytest.param(
             '<title>Pond life - Our Blog</title><meta property="og:title" content="Newts">',
             "",
-            "Pond life - Our Blog",
+            "Newts",
             id="og-disagrees",
+        ),
+        # The article title a page declares in <meta> wins over <title>, in
+        # Readability's order: Dublin Core, Open Graph, ..., Twitter, Parse.ly.
+        pytest.param(
+            '<title>Pond life - Our Blog</title><meta property="og:title" content="Newts">'
+            '<meta name="dc:title" content="Newts in May">',
+            "",
+            "Newts in May",
+            id="dc-before-og",
+        ),
+        pytest.param(
+            '<title>Pond life | Our Blog</title><meta name="twitter:title" content="Pond life">',
+            "",
+            "Pond life",
+            id="twitter",
+        ),
+        pytest.param(
+            '<title>Site</title><meta property="x:foo og:title" content="Spaced out">',
+            "",
+            "Spaced out",
+            id="space-separated-properties",
+        ),
+        pytest.param(
+            '<title>Pond life</title><meta property="og:title" content="  ">',
+            "",
+            "Pond life",
+            id="empty-og-is-ignored",
         ),
         pytest.param(
             "<title>Article about ponds | Site</title>",

@@ -82,6 +82,11 @@ _LEAF_BLOCKS = frozenset(("p", "figcaption", "summary", "address", "legend"))
 # Elements whose own text counts as a paragraph when scoring containers.
 _PARAGRAPH_LIKE = frozenset(("p", "pre", "td", "div", "section", "article", "main", "blockquote"))
 
+#: Where a page declares its article's title, most trusted first.
+_TITLE_KEYS = (
+    "dc:title", "dcterm:title", "og:title", "weibo:article:title",
+    "weibo:webpage:title", "title", "twitter:title", "parsely-title",
+)  # fmt: skip
 #: Stands in for <br> in the tree (a private-use character, not whitespace).
 _BREAK = "\ue000"
 _COMMAS = re.compile(r"[,、，،]")
@@ -147,9 +152,11 @@ def _read_metadata(tree: LexborHTMLParser, doc: ParsedDocument) -> None:
     for meta in tree.css("meta[content]"):
         attributes = meta.attributes
         content = _collapse(attributes.get("content"))
+        if not content:
+            continue
         for attribute in ("property", "name", "itemprop", "http-equiv"):
-            key = (attributes.get(attribute) or "").strip().lower()
-            if key and content:
+            # One tag may name several properties: property="dc:title og:title".
+            for key in (attributes.get(attribute) or "").lower().split()[:8]:
                 metas.setdefault(key, content)
     for node in tree.css("[itemprop=datePublished][datetime]"):
         metas.setdefault("datepublished", node.attributes.get("datetime") or "")
@@ -165,11 +172,14 @@ def _read_metadata(tree: LexborHTMLParser, doc: ParsedDocument) -> None:
         attributes = root.attributes
         doc.language = normalize_language(attributes.get("lang") or attributes.get("xml:lang"))
 
+    # The title the publisher declares for the article in a <meta> comes
+    # first (as in Readability; JSON-LD is script, never read for text); else
+    # <title>, without a site-name affix that the h1 gives away.
     title_node = tree.css_first("head title") or tree.css_first("title")
     title = _collapse(title_node.text()) if title_node is not None else ""
-    og_title = metas.get("og:title") or metas.get("twitter:title") or ""
+    declared = next((metas[key] for key in _TITLE_KEYS if metas.get(key)), "")
     site_name = metas.get("og:site_name") or ""
-    doc.title = choose_title(title, og_title, _first_h1(tree), site_name) or None
+    doc.title = declared or choose_title(title, "", _first_h1(tree), site_name) or None
     doc.description = (
         metas.get("description")
         or metas.get("og:description")
