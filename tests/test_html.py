@@ -370,6 +370,26 @@ def test_is_hidden(attributes: dict[str, str | None], hidden: bool) -> None:
     assert is_hidden(attributes) is hidden
 
 
+def test_hidden_text_is_dropped_however_long() -> None:
+    # More than half of the page's text, hidden: still never shown, still dropped.
+    hidden = "<p>" + "Draft paragraph nobody sees on the page. " * 20 + "</p>"
+    body = (
+        f'<article><h1>Moths</h1><div style="visibility: hidden;">{hidden}{hidden}</div>'
+        "<div><p>Hawk-moths came to the light trap after midnight, twelve of them.</p></div>"
+        "</article>"
+    )
+    doc = parse_html(_page(body))
+    text = "\n".join(block.text for block in doc.blocks)
+    assert "Hawk-moths came" in text and "Draft paragraph" not in text
+
+
+def test_a_hidden_wrapper_around_the_article_stays() -> None:
+    # Pages that reveal their article with a script hide it in the markup.
+    body = '<div style="display:none"><main><p>The article, shown by a script.</p></main></div>'
+    doc = parse_html(_page(body))
+    assert [block.text for block in doc.blocks] == ["The article, shown by a script."]
+
+
 def test_hidden_inline_text_is_dropped() -> None:
     body = '<p>Seen <span aria-hidden="true">★</span><span style="display:none">unseen</span>.</p>'
     assert [block.text for block in parse_html(_page(body)).blocks] == ["Seen ."]

@@ -261,10 +261,16 @@ def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool) -> None:
         budget -= chars
         return chars * 2 >= body_chars
 
-    def remove_if_unprotected(node: LexborNode) -> None:
+    def remove_if_unprotected(node: LexborNode, *, hidden: bool = False) -> None:
         # Inside a subtree already removed: gone with it, nothing to check.
         if removed and any(parent.mem_id in removed for parent in islice(_ancestors(node), 32)):
             removed.add(node.mem_id)
+        elif hidden and node.mem_id not in article_holders:
+            # Hidden is what the page says outright, unlike a class name: it
+            # goes however much text it holds (a hidden wrapper around the
+            # <main> or <article> is one that a script reveals: it stays).
+            removed.add(node.mem_id)
+            node.decompose()
         elif not protected(node):
             removed.add(node.mem_id)
             node.decompose()
@@ -275,7 +281,7 @@ def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool) -> None:
         if budget < 0:
             break
         if node.tag not in ("html", "body") and is_hidden(node.attributes):
-            remove_if_unprotected(node)
+            remove_if_unprotected(node, hidden=True)
     for node in tree.css(_ATTRIBUTE_SELECTOR)[:_MAX_CANDIDATES]:
         if budget < 0:
             break
