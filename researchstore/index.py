@@ -70,9 +70,21 @@ def analyze(text: str) -> list[str]:
     return _ANALYZER.analyze(text)
 
 
+# The index's analyzer less its stemmer: a stemmer maps a token to its stem
+# and never drops one, so this counts the same tokens at less than half the cost.
+_COUNTER = (
+    tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+    .filter(tantivy.Filter.remove_long(40))
+    .filter(tantivy.Filter.lowercase())
+    .filter(tantivy.Filter.ascii_fold())
+    .filter(tantivy.Filter.custom_stopword(STOPWORDS))
+    .build()
+)
+
+
 def count_tokens(text: str) -> int:
     """The number of tokens the index's analyzer yields for ``text``."""
-    return len(_ANALYZER.analyze(text))
+    return len(_COUNTER.analyze(text))
 
 
 def phrase_terms(phrase: str) -> list[tuple[int, str]]:
@@ -202,11 +214,14 @@ class SearchIndex:
 
     # -- writing ---------------------------------------------------------
 
-    def writer(self) -> tantivy.IndexWriter:
+    def writer(self, *, bulk: bool = False) -> tantivy.IndexWriter:
         # Never ``with index.writer()``: tantivy-py commits when the block
         # exits, even on an exception. Commit and rollback are explicit.
         if self._writer is None:
-            self._writer = self._index.writer(heap_size=64_000_000, num_threads=1)
+            # A rebuild (bulk) may use both cores and a bigger buffer: the
+            # stemmer in Tantivy's indexing thread is its bottleneck.
+            heap, threads = (128_000_000, 2) if bulk else (64_000_000, 1)
+            self._writer = self._index.writer(heap_size=heap, num_threads=threads)
             # A writer killed mid-run (kill -9) leaves files its commit never
             # named, e.g. "<segment>.<opstamp>.del"; the next writer reuses
             # that opstamp and would fail with FileAlreadyExists. Tantivy's

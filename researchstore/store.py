@@ -285,13 +285,17 @@ class Store:
         temporary = self.index_path.with_name(self.index_path.name + f".rebuild-{os.getpid()}")
         SearchIndex.remove(temporary)
         index = SearchIndex.create(temporary)
+        index.writer(bulk=True)
         with self.reading():
-            total = self.conn.execute("SELECT count(*) FROM chunks WHERE status = 'ok'").fetchone()[0]
+            total = self.conn.execute(
+                "SELECT count(*) FROM chunks WHERE status = 'ok'"
+            ).fetchone()[0]
             row = self.conn.execute(
                 "SELECT seq FROM sqlite_sequence WHERE name = 'index_pending'"
             ).fetchone()
             snapshot_seq = row[0] if row else 0
-            with progress_bar(f"Rebuilding index ({why})", total=total, enabled=self.progress) as bar:
+            description = f"Rebuilding index ({why})"
+            with progress_bar(description, total=total, enabled=self.progress) as bar:
                 batch: list[IndexedChunk] = []
                 for chunk in self._indexed_chunks():
                     batch.append(chunk)
@@ -480,6 +484,29 @@ class Store:
         with self.reading() as conn:
             return queries.get_report(conn, report_id)
 
+    def _search_rows(
+        self, tantivy_query: Any, limit: int, searcher: Any
+    ) -> tuple[list[dict[str, Any]], int]:
+        """Hits that exist in SQLite (a few past ``limit``, to order ties) and the dropped count."""
+        page = _search_page_size(limit)
+        hits: list[dict[str, Any]] = []
+        dropped = offset = 0
+        for _ in range(4):
+            found = self.index.search(tantivy_query, limit=page, offset=offset, searcher=searcher)
+            with self.reading() as conn:
+                rows = queries.search_rows(conn, [chunk_id for _, chunk_id in found])
+            for score, chunk_id in found:
+                row = rows.get(chunk_id)
+                if row is None:
+                    dropped += 1
+                    continue
+                row["score"] = score
+                hits.append(row)
+            if len(found) < page or len(hits) >= page:
+                break
+            offset += page
+        return hits, dropped
+
     def search(
         self,
         query: str,
@@ -493,31 +520,31 @@ class Store:
             tantivy_query = self.index.build_query(query, filters)
             if tantivy_query is None:
                 return []
-            searcher = self.index.searcher()
-            hits: list[dict[str, Any]] = []
-            offset = 0
-            # Hits whose chunk a concurrent re-ingest removed are dropped;
-            # ask for more until the page is full or the index runs out.
-            for _ in range(4):
-                found = self.index.search(
-                    tantivy_query, limit=limit, offset=offset, searcher=searcher
-                )
-                with self.reading() as conn:
-                    rows = queries.search_rows(conn, [chunk_id for _, chunk_id in found])
-                for score, chunk_id in found:
-                    row = rows.get(chunk_id)
-                    if row is not None and len(hits) < limit:
-                        row["score"] = score
-                        hits.append(row)
-                if len(found) < limit or len(hits) >= limit:
+            for attempt in range(2):
+                searcher = self.index.searcher()
+                hits, dropped = self._search_rows(tantivy_query, limit, searcher)
+                if not dropped or attempt:
                     break
-                offset += limit
+                # Hits whose chunks SQLite no longer has: another process has
+                # probably committed a newer index already; look at it.
+                self.index.refresh()
+            # Equal scores in a deterministic order (by chunk_id), whatever
+            # the index's segment layout after a rebuild.
+            hits.sort(key=lambda hit: (-hit["score"], hit["chunk_id"]))
+            del hits[limit:]
             snippets = self.index.snippets(
                 tantivy_query, [hit["text"] for hit in hits], searcher=searcher
             )
             for hit, snippet in zip(hits, snippets, strict=True):
                 hit["snippet"] = snippet
             return hits
+
+
+_TIE_MARGIN = 5
+
+
+def _search_page_size(limit: int) -> int:
+    return limit + _TIE_MARGIN
 
 
 def index_title(report_title: str, document_title: str | None) -> str:

@@ -123,3 +123,11 @@ def test_caption_chunks_are_ordered_in_time(lines: list[str], target: int) -> No
     for chunk in chunks:
         assert chunk.start_ms is not None and chunk.end_ms is not None
         assert chunk.start_ms < chunk.end_ms
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=400) | st.lists(WORDS, max_size=80).map(" ".join))
+def test_token_counts_are_the_tokens_the_index_stores(text: str) -> None:
+    from researchstore.index import analyze
+
+    assert count_tokens(text) == len(analyze(text))

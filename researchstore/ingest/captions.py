@@ -122,7 +122,7 @@ def _parse_captions(data: bytes, kind: str) -> ParsedDocument:
         doc.skipped.append(problem)
         return doc
 
-    if _HEADER.match(text):
+    if _HEADER.match(head):
         reading = _read_vtt(text, first_line)
     else:
         # No header: try both readers (the file may be misnamed) and keep
