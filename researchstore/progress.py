@@ -42,7 +42,9 @@ def wanted(enabled: bool | None) -> bool:
 
 
 @contextmanager
-def progress_bar(description: str, *, total: int | None, enabled: bool | None) -> Iterator[Progress]:
+def progress_bar(
+    description: str, *, total: int | None, enabled: bool | None
+) -> Iterator[Progress]:
     if not wanted(enabled):
         yield _Silent()
         return
