@@ -25,6 +25,7 @@ from researchstore.errors import InvalidInput
 from researchstore.forwarding import prune_history, retire_report_chunks
 from researchstore.ids import new_id
 from researchstore.index import IndexedChunk
+from researchstore.ingest import workers
 from researchstore.ingest.chunking import chunk_blocks, chunk_segments
 from researchstore.ingest.model import ChunkDraft, ParsedDocument
 from researchstore.ingest.parsers import SUPPORTED_SUFFIXES, parse_file
@@ -652,9 +653,23 @@ def ingest_source(
             existing = _existing_reports(store, source_id, keys=[key.strip("/") for key in only])
         summary.skipped.extend(passed_over)
         with progress_bar(f"Ingesting {name}", total=len(reports), enabled=progress) as bar:
+            tasks = []
             for report in reports:
                 known = existing.pop(report.key, None)
-                _ingest_one(store, root, report, known, writer, summary)
+                signature = _signature(root, report)
+                if known is not None and known[1] == signature:
+                    summary.unchanged += 1
+                    bar.advance()
+                else:
+                    tasks.append((report, known, signature))
+            parallel = workers.PARALLEL_MIN_REPORTS <= len(tasks)
+            for (report, known, signature), outcome in workers.prepare_in_order(
+                root,
+                tasks,
+                chunk_tokens=store.chunk_tokens,
+                workers=workers.default_workers() if parallel else 1,
+            ):
+                _accept(store, report, known, signature, outcome, writer, summary)
                 bar.advance()
             writer.flush()
             if remove_missing and existing and not reports and only is None:
@@ -725,25 +740,34 @@ def _ingest_one(
     if known is not None and known[1] == signature:
         summary.unchanged += 1
         return
-    try:
-        prepared = _prepare(
-            root,
-            report,
-            existing_id=known[0] if known else None,
-            signature=signature,
-            chunk_tokens=store.chunk_tokens,
-        )
-    except (ReportError, OSError) as error:
-        _refuse(summary, report.key, str(error))
+    outcome = workers.prepare_one(
+        root, report, known[0] if known else None, signature, store.chunk_tokens
+    )
+    _accept(store, report, known, signature, outcome, writer, summary)
+
+
+def _accept(
+    store: Store,
+    report: ReportSource,
+    known: tuple[int, str, str] | None,
+    signature: str,
+    outcome: _Prepared | str,
+    writer: _Writer,
+    summary: IngestSummary,
+) -> None:
+    """Hand a prepared report to the writer, or record why it failed."""
+    if isinstance(outcome, str):
+        _refuse(summary, report.key, outcome)
         return
-    if known is not None and known[2] == prepared.content_hash:
+    if known is not None and known[2] == outcome.content_hash:
+        # Touched but not changed: remember the new file times only.
         with store.transaction():
             store.conn.execute(
                 "UPDATE reports SET signature = ? WHERE report_id = ?", (signature, known[0])
             )
         summary.unchanged += 1
         return
-    writer.add(prepared)
+    writer.add(outcome)
 
 
 def _count_written(summary: IngestSummary, prepared: _Prepared) -> None:

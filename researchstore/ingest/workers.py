@@ -1,0 +1,117 @@
+"""Prepare reports (read, parse, chunk) in worker processes, in order.
+
+Parsing is pure CPU work with no shared state, so on a machine with more
+than one core a large run hands it to a pool of worker processes while the
+main process writes SQLite and feeds the index. Results come back in the
+order asked, through a bounded window, so memory stays flat however large
+the source. A worker that dies on a report fails that report alone.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from researchstore.ingest.pipeline import ReportSource, _Prepared
+
+#: Below this many reports to prepare, starting workers costs more than it saves.
+PARALLEL_MIN_REPORTS = 100
+#: Reports in flight per worker: enough to keep workers busy, few enough
+#: that memory does not grow with the source.
+WINDOW_PER_WORKER = 4
+
+Task = tuple["ReportSource", Any, str]  # (report, known row or None, signature)
+
+
+def default_workers() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def prepare_one(
+    root: Path, report: ReportSource, existing_id: int | None, signature: str, chunk_tokens: int
+) -> _Prepared | str:
+    """Prepare one report; a report that cannot be prepared gives the reason."""
+    from researchstore.ingest.pipeline import ReportError, _prepare
+
+    try:
+        prepared = _prepare(
+            root, report, existing_id=existing_id, signature=signature, chunk_tokens=chunk_tokens
+        )
+    except (ReportError, OSError) as error:
+        return str(error)
+    for document in prepared.documents:
+        # The writer needs the metadata and the chunks, not the parse tree:
+        # do not carry blocks and segments across the process boundary.
+        document.parsed.blocks = []
+        document.parsed.segments = []
+    return prepared
+
+
+def prepare_in_order(
+    root: Path,
+    tasks: Iterable[Task],
+    *,
+    chunk_tokens: int,
+    workers: int,
+) -> Iterator[tuple[Task, _Prepared | str]]:
+    """Yield each task with its prepared report (or the reason it failed), in order."""
+    if workers <= 1:
+        for task in tasks:
+            report, known, signature = task
+            yield task, prepare_one(root, report, known[0] if known else None, signature,
+                                    chunk_tokens)
+        return
+    pending = iter(tasks)
+    context = multiprocessing.get_context("spawn")  # never fork a process holding Tantivy threads
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    window: deque[tuple[Task, Future[_Prepared | str]]] = deque()
+
+    def submit(task: Task) -> None:
+        report, known, signature = task
+        future = pool.submit(
+            prepare_one, root, report, known[0] if known else None, signature, chunk_tokens
+        )
+        window.append((task, future))
+
+    try:
+        for task in pending:
+            submit(task)
+            if len(window) >= workers * WINDOW_PER_WORKER:
+                break
+        while window:
+            task, future = window.popleft()
+            try:
+                outcome = future.result()
+            except BrokenProcessPool:
+                # A worker died (a crash inside a parser) and took the pool
+                # with it. Retry this report alone to learn whether it was
+                # the culprit, then resubmit what was in flight.
+                in_flight = [waiting for waiting, _ in window]
+                window.clear()
+                pool.shutdown(wait=False, cancel_futures=True)
+                pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+                submit(task)
+                try:
+                    outcome = window.pop()[1].result()
+                except BrokenProcessPool:
+                    outcome = "the parser process died while reading this report"
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+                for waiting in in_flight:
+                    submit(waiting)
+            next_task = next(pending, None)
+            if next_task is not None:
+                submit(next_task)
+            yield task, outcome
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
