@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +30,29 @@ PARALLEL_MIN_REPORTS = 100
 WINDOW_PER_WORKER = 4
 
 Task = tuple["ReportSource", Any, str]  # (report, known row or None, signature)
+
+
+@contextmanager
+def _main_module_hidden() -> Iterator[None]:
+    """Start workers without re-running the caller's script in each of them.
+
+    A spawned worker imports the parent's ``__main__`` first; a script that
+    calls ``Store.ingest`` at top level (no ``if __name__ == "__main__"``
+    guard) would then run again inside every worker. Workers need nothing
+    from ``__main__``, so it is hidden while they start (they start inside
+    ``submit``).
+    """
+    main = sys.modules.get("__main__")
+    saved = {name: main.__dict__[name] for name in ("__file__", "__spec__")
+             if main is not None and name in main.__dict__}
+    if main is not None:
+        main.__dict__.pop("__file__", None)
+        main.__dict__["__spec__"] = None
+    try:
+        yield
+    finally:
+        if main is not None:
+            main.__dict__.update(saved)
 
 
 def default_workers() -> int:
@@ -78,9 +103,10 @@ def prepare_in_order(
 
     def submit(task: Task) -> None:
         report, known, signature = task
-        future = pool.submit(
-            prepare_one, root, report, known[0] if known else None, signature, chunk_tokens
-        )
+        with _main_module_hidden():
+            future = pool.submit(
+                prepare_one, root, report, known[0] if known else None, signature, chunk_tokens
+            )
         window.append((task, future))
 
     try:
