@@ -622,8 +622,12 @@ def _list_start(node: LexborNode) -> int:
 
 def _join_lines(parts: list[str]) -> str:
     """Join text pieces; collapse spaces in each line, drop empty lines."""
-    lines = "".join(parts).split(_BREAK)
-    return "\n".join(filter(None, (" ".join(line.split()) for line in lines)))
+    if not parts:
+        return ""
+    text = "".join(parts)
+    if _BREAK not in text:  # the common case: one line
+        return " ".join(text.split())
+    return "\n".join(filter(None, (" ".join(line.split()) for line in text.split(_BREAK))))
 
 
 def _leaf_text(node: LexborNode) -> str:
