@@ -32,8 +32,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from researchstore.dates import utc_now
 from researchstore.errors import InvalidInput, NotEntitled
-from researchstore.store import Store, utc_now
+from researchstore.store import Store
 
 #: Every scope a key can hold, and what it allows.
 SCOPES: dict[str, str] = {

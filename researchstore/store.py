@@ -18,11 +18,11 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from researchstore import queries
+from researchstore.dates import utc_now
 from researchstore.errors import InvalidInput, ResearchStoreError, StoreLocked
 from researchstore.index import INDEX_SCHEMA_VERSION, IndexedChunk, SearchFilters, SearchIndex
 from researchstore.progress import progress_bar
@@ -33,10 +33,6 @@ if TYPE_CHECKING:
 
 BUSY_TIMEOUT_MS = 10_000
 _REBUILD_BATCH = 5_000
-
-
-def utc_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def connect(path: Path) -> sqlite3.Connection:

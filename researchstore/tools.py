@@ -14,17 +14,16 @@ import sqlite3
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from researchstore.auth import current_principal
+from researchstore.dates import is_iso_date
 from researchstore.errors import InvalidInput, NotEntitled, ResearchStoreError, UpstreamUnavailable
 from researchstore.index import SearchFilters
 
 if TYPE_CHECKING:
     from researchstore.store import Store
 
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 DOCUMENT_KINDS = ("html", "vtt", "srt", "text")
 #: The largest integer JSON clients can carry exactly (2**53 - 1).
 MAX_SAFE_INTEGER = 9_007_199_254_740_991
@@ -96,7 +95,7 @@ def _check_string(param: Param, value: Any) -> str:
         raise _fail(param, f"must be at most {param.max_length} characters long")
     if param.enum is not None and value not in param.enum:
         raise _fail(param, f"must be one of {', '.join(param.enum)}; got {value!r}")
-    if param.format == "date" and not _is_date(value):
+    if param.format == "date" and not is_iso_date(value):
         raise _fail(param, f"must be a date as YYYY-MM-DD; got {value!r}")
     if param.format == "uuid" and not _is_uuid(value):
         raise _fail(param, f"must be a UUID; got {value[:60]!r}")
@@ -163,16 +162,6 @@ _CHECKERS: dict[str, Callable[[Param, Any], Any]] = {
     "array": _check_array,
     "object": _check_tags,
 }
-
-
-def _is_date(value: str) -> bool:
-    if not _DATE.match(value):
-        return False
-    try:
-        date.fromisoformat(value)
-    except ValueError:
-        return False
-    return True
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,8 +6,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from researchstore.ingest.chunking import chunk_blocks, chunk_segments
 from researchstore.ingest.parsers import SUPPORTED_SUFFIXES, parse_file
+from researchstore.ingest.pipeline import chunk_parsed
 
 
 def describe_file(path: Path, *, chunk_tokens: int = 256) -> dict[str, Any]:
@@ -20,13 +20,7 @@ def describe_file(path: Path, *, chunk_tokens: int = 256) -> dict[str, Any]:
             "skipped": [f"supported suffixes: {', '.join(sorted(SUPPORTED_SUFFIXES))}"],
         }
     parsed = parse_file(path)
-    if parsed.segments:
-        text, drafts = chunk_segments(parsed.segments, target_tokens=chunk_tokens)
-    else:
-        text, drafts = chunk_blocks(parsed.blocks, target_tokens=chunk_tokens)
-    status, reason = parsed.status, parsed.reason
-    if not drafts and status in ("ok", "partial"):
-        status, reason = "empty", reason or "no_text"
+    text, drafts, status, reason = chunk_parsed(parsed, chunk_tokens=chunk_tokens)
     return {
         "file": str(path),
         "kind": parsed.kind,

@@ -12,15 +12,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from researchstore.dates import is_iso_date, utc_now
 from researchstore.errors import InvalidInput
 from researchstore.forwarding import prune_history, retire_report_chunks
 from researchstore.ids import new_id
@@ -43,7 +43,6 @@ INDEX_COMMIT_CHUNKS = 100_000
 #: lags, search cannot see the reports written since (their old ids are gone
 #: from SQLite, their new ids not yet in the index).
 INDEX_COMMIT_SECONDS = 1.0
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
 @dataclass(slots=True)
@@ -275,7 +274,7 @@ def _read_meta(root: Path, report: ReportSource) -> tuple[dict[str, Any], bytes]
     if title is not None and (not isinstance(title, str) or not title.strip()):
         raise ReportError(f"{REPORT_FILE}: title must be a non-empty string")
     report_date = meta.get("date")
-    if report_date is not None and not _valid_date(report_date):
+    if report_date is not None and not is_iso_date(report_date):
         raise ReportError(f"{REPORT_FILE}: date must be YYYY-MM-DD, got {report_date!r}")
     tags = meta.get("tags", {})
     if not isinstance(tags, dict) or not all(
@@ -290,16 +289,6 @@ def _read_meta(root: Path, report: ReportSource) -> tuple[dict[str, Any], bytes]
     ):
         raise ReportError(f"{REPORT_FILE}: id must be a positive integer")
     return meta, raw
-
-
-def _valid_date(value: Any) -> bool:
-    if not isinstance(value, str) or not _DATE.match(value):
-        return False
-    try:
-        date.fromisoformat(value)
-    except ValueError:
-        return False
-    return True
 
 
 def _prepare(
@@ -320,7 +309,7 @@ def _prepare(
     fallback_title = Path(report.key).stem if not report.is_dir else Path(report.key).name
     title = meta.get("title") or (first.title if first and first.title else None) or fallback_title
     report_date = meta.get("date") or (first.date if first and first.date else None)
-    if not report_date or not _valid_date(report_date):
+    if not report_date or not is_iso_date(report_date):
         report_date = datetime.fromtimestamp(newest_mtime or time.time(), UTC).date().isoformat()
     return _Prepared(
         source=report,
@@ -349,14 +338,25 @@ def _prepare_document(root: Path, path: str, chunk_tokens: int) -> _Document:
         parsed.skipped.append(str(error))
         return _Document(path, parsed, [], "unreadable", "invalid", "unreadable")
     parsed = parse_file(file_path, data=data)
+    _, drafts, status, reason = chunk_parsed(parsed, chunk_tokens=chunk_tokens)
+    return _Document(path, parsed, drafts, hashlib.sha256(data).hexdigest(), status, reason)
+
+
+def chunk_parsed(
+    parsed: ParsedDocument, *, chunk_tokens: int
+) -> tuple[str, list[ChunkDraft], str, str | None]:
+    """A parsed file's text, its chunks, and its status and reason as stored.
+
+    A file that parsed but yields no chunk is stored as ``empty``.
+    """
     if parsed.segments:
-        _, drafts = chunk_segments(parsed.segments, target_tokens=chunk_tokens)
+        text, drafts = chunk_segments(parsed.segments, target_tokens=chunk_tokens)
     else:
-        _, drafts = chunk_blocks(parsed.blocks, target_tokens=chunk_tokens)
+        text, drafts = chunk_blocks(parsed.blocks, target_tokens=chunk_tokens)
     status, reason = parsed.status, parsed.reason
     if not drafts and status in ("ok", "partial"):
         status, reason = "empty", reason or "no_text"
-    return _Document(path, parsed, drafts, hashlib.sha256(data).hexdigest(), status, reason)
+    return text, drafts, status, reason
 
 
 def _kind_of(path: str) -> str:
@@ -403,7 +403,7 @@ class _Writer:
         if not self.batch:
             return
         to_index: list[tuple[int, bool, list[IndexedChunk]]] = []
-        now = _now()
+        now = utc_now()
         with self.store.transaction():
             for prepared in self.batch:
                 self.conn.execute("SAVEPOINT report")
@@ -614,10 +614,6 @@ def _claim_report_id(conn: sqlite3.Connection, wanted: int | None) -> int:
     return report_id
 
 
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 # -- the run -----------------------------------------------------------------
 
 
@@ -804,7 +800,7 @@ def _begin_version(store: Store, root: Path, name: str) -> tuple[int, int, str]:
         if row is None:
             source_id = conn.execute(
                 "INSERT INTO sources (name, root, kind, created_at) VALUES (?, ?, 'directory', ?)",
-                (name, str(root), _now()),
+                (name, str(root), utc_now()),
             ).lastrowid
         else:
             source_id = row[0]
@@ -812,7 +808,7 @@ def _begin_version(store: Store, root: Path, name: str) -> tuple[int, int, str]:
         version_rowid = conn.execute(
             "INSERT INTO source_versions (version_id, source_id, started_at, status) "
             "VALUES (?, ?, ?, 'running')",
-            (version_id, source_id, _now()),
+            (version_id, source_id, utc_now()),
         ).lastrowid
     return int(source_id or 0), int(version_rowid or 0), version_id
 
@@ -823,7 +819,7 @@ def _finish_version(store: Store, version_rowid: int, summary: IngestSummary) ->
         conn.execute(
             "UPDATE source_versions SET finished_at = ?, status = ?, summary = ? WHERE id = ?",
             (
-                _now(),
+                utc_now(),
                 "completed" if not summary.failed else "completed_with_failures",
                 json.dumps({**counts, "failures": summary.failures}),
                 version_rowid,
@@ -844,7 +840,7 @@ def _existing_reports(
 
 
 def _remove_reports(store: Store, report_ids: list[int], *, version_rowid: int) -> None:
-    now = _now()
+    now = utc_now()
     with store.transaction() as conn:
         for report_id in report_ids:
             retire_report_chunks(
