@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 _CHUNK_COLUMNS = (
@@ -16,6 +17,16 @@ _CHUNK_COLUMNS = (
     "c.status, c.heading_path, c.start_ms, c.end_ms"
 )
 _CHUNK_FROM = "FROM chunks c JOIN documents d ON d.id = c.document_rowid"
+
+
+@lru_cache(maxsize=8192)
+def _decoded_path(stored: str) -> tuple[str, ...]:
+    return tuple(json.loads(stored))
+
+
+def heading_path(stored: str | None) -> list[str]:
+    """A chunk's stored heading path as a list (chunks of a section share one)."""
+    return list(_decoded_path(stored)) if stored else []
 
 
 def _chunk(row: Sequence[Any]) -> dict[str, Any]:
@@ -27,7 +38,7 @@ def _chunk(row: Sequence[Any]) -> dict[str, Any]:
         "text": row[4],
         "token_count": row[5],
         "status": row[6],
-        "heading_path": json.loads(row[7]) if row[7] else [],
+        "heading_path": heading_path(row[7]),
         "start_ms": row[8],
         "end_ms": row[9],
     }
@@ -312,7 +323,7 @@ def search_rows(conn: sqlite3.Connection, chunk_ids: Sequence[str]) -> dict[str,
             "position": row[7],
             "start_ms": row[8],
             "end_ms": row[9],
-            "heading_path": json.loads(row[10]) if row[10] else [],
+            "heading_path": heading_path(row[10]),
             "kind": row[11],
             "document_title": row[12],
             "source": row[13],
