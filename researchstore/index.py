@@ -362,12 +362,22 @@ class SearchIndex:
     ) -> list[tuple[float, str]]:
         """Top hits as ``(score, chunk_id)``, best first."""
         searcher = searcher or self.searcher()
+        found = self.top(query, limit=limit, offset=offset, searcher=searcher)
+        ids = self.chunk_ids([address for _, address in found], searcher=searcher)
+        return [(score, chunk_id) for (score, _), chunk_id in zip(found, ids, strict=True)]
+
+    @staticmethod
+    def top(
+        query: tantivy.Query, *, limit: int, offset: int, searcher: tantivy.Searcher
+    ) -> list[tuple[float, Any]]:
+        """Top hits as ``(score, address)``: cheap; loading a hit's id is not."""
         result = searcher.search(query, limit=limit, offset=offset, count=False)
-        hits = []
-        for score, address in result.hits:
-            document = searcher.doc(address)
-            hits.append((float(score), document.get_first("chunk_id")))
-        return hits
+        return [(float(score), address) for score, address in result.hits]
+
+    @staticmethod
+    def chunk_ids(addresses: Sequence[Any], *, searcher: tantivy.Searcher) -> list[str]:
+        """The chunk ids stored for these hits (each costs a doc-store read)."""
+        return [searcher.doc(address).get_first("chunk_id") for address in addresses]
 
     def snippets(
         self,

@@ -483,22 +483,43 @@ class Store:
     def _search_rows(
         self, tantivy_query: Any, limit: int, searcher: Any
     ) -> tuple[list[dict[str, Any]], int]:
-        """Hits that exist in SQLite (a few past ``limit``, to order ties) and the dropped count."""
-        page = _search_page_size(limit)
+        """The best hits that exist in SQLite, with every hit tied with the last; and
+        how many hits were dropped because SQLite no longer has their chunk.
+
+        Loading a hit's chunk id from the index costs far more than ranking
+        it, so ids are loaded only for the hits needed: ``limit`` of them,
+        plus those tied in score with the last one (ordered by chunk_id
+        later), plus replacements for dropped ones.
+        """
+        page = limit + _TIE_MARGIN
         hits: list[dict[str, Any]] = []
         dropped = offset = 0
+        last_score: float | None = None
         for _ in range(4):
-            found = self.index.search(tantivy_query, limit=page, offset=offset, searcher=searcher)
-            with self.reading() as conn:
-                rows = queries.search_rows(conn, [chunk_id for _, chunk_id in found])
-            for score, chunk_id in found:
-                row = rows.get(chunk_id)
-                if row is None:
-                    dropped += 1
-                    continue
-                row["score"] = score
-                hits.append(row)
-            if len(found) < page or len(hits) >= page:
+            found = self.index.top(tantivy_query, limit=page, offset=offset, searcher=searcher)
+            position = 0
+            while position < len(found):
+                if len(hits) >= limit and last_score is not None and (
+                    found[position][0] < last_score
+                ):
+                    return hits, dropped  # past the last tie
+                end = min(len(found), position + max(1, limit - len(hits)))
+                while end < len(found) and found[end][0] == found[end - 1][0]:
+                    end += 1  # keep a run of equal scores together
+                batch = found[position:end]
+                position = end
+                ids = self.index.chunk_ids([address for _, address in batch], searcher=searcher)
+                with self.reading() as conn:
+                    rows = queries.search_rows(conn, ids)
+                for (score, _), chunk_id in zip(batch, ids, strict=True):
+                    row = rows.get(chunk_id)
+                    if row is None:
+                        dropped += 1
+                        continue
+                    row["score"] = score
+                    hits.append(row)
+                last_score = batch[-1][0]
+            if len(found) < page:
                 break
             offset += page
         return hits, dropped
@@ -536,11 +557,9 @@ class Store:
             return hits
 
 
+#: Hits ranked past ``limit`` in one go, so that hits tied in score with the
+#: last one can be ordered by chunk_id without a second search.
 _TIE_MARGIN = 5
-
-
-def _search_page_size(limit: int) -> int:
-    return limit + _TIE_MARGIN
 
 
 def index_title(report_title: str, document_title: str | None) -> str:
