@@ -17,7 +17,6 @@ import json
 import os
 import re
 import shutil
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -302,10 +301,16 @@ class SearchIndex:
         text_clauses = self._text_clauses(text)
         if not text_clauses:
             return None
+        filter_clauses = self._filter_clauses(filters)
+        if not filter_clauses:
+            # A plain disjunction of term queries is what Tantivy ranks with
+            # block-max WAND, skipping most postings: keep it plain (no
+            # boosts, no wrapper). Evidence is then dropped by the caller.
+            return tantivy.Query.boolean_query(text_clauses)
         clauses: list[tuple[tantivy.Occur, tantivy.Query]] = [
             (tantivy.Occur.Must, tantivy.Query.boolean_query(text_clauses))
         ]
-        for occur_query in self._filter_clauses(filters):
+        for occur_query in filter_clauses:
             clauses.append((tantivy.Occur.Must, occur_query))
         return tantivy.Query.boolean_query(clauses)
 
@@ -317,13 +322,16 @@ class SearchIndex:
                 for field, boost in (("text", 1.0), ("title", 0.5)):
                     query = tantivy.Query.phrase_query(SCHEMA, field, terms)
                     clauses.append((tantivy.Occur.Should, tantivy.Query.boost_query(query, boost)))
-        # A term the query repeats weighs more, as in BM25's query-term frequency.
-        for term, repeats in Counter(analyze(text)).items():
-            for field, boost in (("text", 1.0), ("title", 0.5)):
-                query = tantivy.Query.term_query(SCHEMA, field, term)
-                if boost * repeats != 1.0:
-                    query = tantivy.Query.boost_query(query, boost * repeats)
-                clauses.append((tantivy.Occur.Should, query))
+        # The title is indexed in every chunk's text too, so the text field
+        # alone ranks. A term the query repeats weighs more (BM25's query-term
+        # frequency): it is simply asked for again, which keeps the query a
+        # plain disjunction of term queries.
+        terms = analyze(text)
+        for term in terms:
+            clauses.append((tantivy.Occur.Should, tantivy.Query.term_query(SCHEMA, "text", term)))
+        for term in dict.fromkeys(terms):
+            title = tantivy.Query.term_query(SCHEMA, "title", term)
+            clauses.append((tantivy.Occur.Should, tantivy.Query.boost_query(title, 0.5)))
         return clauses
 
     @staticmethod
@@ -347,9 +355,10 @@ class SearchIndex:
             queries.append(tantivy.Query.term_query(SCHEMA, "source", filters.source))
         if filters.kind is not None:
             queries.append(tantivy.Query.term_query(SCHEMA, "kind", filters.kind))
-        queries.append(
-            tantivy.Query.term_query(SCHEMA, "workspace", filters.workspace or NO_WORKSPACE)
-        )
+        if filters.workspace is not None:
+            queries.append(tantivy.Query.term_query(SCHEMA, "workspace", filters.workspace))
+        elif queries:
+            queries.append(tantivy.Query.term_query(SCHEMA, "workspace", NO_WORKSPACE))
         return queries
 
     def search(

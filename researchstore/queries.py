@@ -305,7 +305,7 @@ def search_rows(conn: sqlite3.Connection, chunk_ids: Sequence[str]) -> dict[str,
     marks = ",".join("?" * len(chunk_ids))
     rows = conn.execute(
         "SELECT c.chunk_id, c.report_id, d.document_id, r.title, r.date, c.text, r.tags, "
-        "c.position, c.start_ms, c.end_ms, c.heading_path, d.kind, d.title, s.name "
+        "c.position, c.start_ms, c.end_ms, c.heading_path, d.kind, d.title, s.name, s.kind "
         "FROM chunks c JOIN documents d ON d.id = c.document_rowid "
         "JOIN reports r ON r.report_id = c.report_id JOIN sources s ON s.id = r.source_id "
         f"WHERE c.chunk_id IN ({marks}) AND c.status = 'ok'",
@@ -327,6 +327,7 @@ def search_rows(conn: sqlite3.Connection, chunk_ids: Sequence[str]) -> dict[str,
             "kind": row[11],
             "document_title": row[12],
             "source": row[13],
+            "_evidence": row[14] == "workspace",
         }
         for row in rows
     }

@@ -481,7 +481,7 @@ class Store:
             return queries.get_report(conn, report_id)
 
     def _search_rows(
-        self, tantivy_query: Any, limit: int, searcher: Any
+        self, tantivy_query: Any, limit: int, searcher: Any, *, evidence: bool
     ) -> tuple[list[dict[str, Any]], int]:
         """The best hits that exist in SQLite, with every hit tied with the last; and
         how many hits were dropped because SQLite no longer has their chunk.
@@ -516,6 +516,8 @@ class Store:
                     if row is None:
                         dropped += 1
                         continue
+                    if row.pop("_evidence") != evidence:
+                        continue  # evidence only in a workspace's search, and only there
                     row["score"] = score
                     hits.append(row)
                 last_score = batch[-1][0]
@@ -539,7 +541,9 @@ class Store:
                 return []
             for attempt in range(2):
                 searcher = self.index.searcher()
-                hits, dropped = self._search_rows(tantivy_query, limit, searcher)
+                hits, dropped = self._search_rows(
+                    tantivy_query, limit, searcher, evidence=filters.workspace is not None
+                )
                 if not dropped or attempt:
                     break
                 # Hits whose chunks SQLite no longer has: another process has
