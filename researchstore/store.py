@@ -47,7 +47,7 @@ def connect(path: Path) -> sqlite3.Connection:
     # NORMAL in WAL mode survives any process crash (kill -9); only a power
     # loss can drop the last commits, and the index check below catches that.
     conn.execute("PRAGMA synchronous = NORMAL")
-    conn.execute("PRAGMA mmap_size = 268435456")
+    conn.execute("PRAGMA mmap_size = 2147418112")  # SQLite's default ceiling; address space only
     conn.execute("PRAGMA cache_size = -65536")
     return conn
 
