@@ -23,7 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 from researchstore import queries
 from researchstore.dates import utc_now
-from researchstore.errors import InvalidInput, ResearchStoreError, StoreLocked
+from researchstore.errors import (
+    InvalidInput,
+    ResearchStoreError,
+    StoreLocked,
+    UpstreamUnavailable,
+)
 from researchstore.index import INDEX_SCHEMA_VERSION, IndexedChunk, SearchFilters, SearchIndex
 from researchstore.progress import progress_bar
 from researchstore.schema import migrate
@@ -101,6 +106,20 @@ class WriterLock:
         return self._handle is not None
 
 
+def _open_error(path: Path, error: sqlite3.DatabaseError) -> ResearchStoreError:
+    """Say why a store file could not be opened, in terms a user can act on."""
+    text = str(error)
+    if "locked" in text or "busy" in text:
+        return UpstreamUnavailable(f"{path} is busy ({text}); try again", field="store")
+    if "readonly" in text or "read-only" in text:
+        return InvalidInput(
+            f"{path} is read-only: researchstore needs to write the file and its folder "
+            "(write-ahead log, index)",
+            field="store",
+        )
+    return InvalidInput(f"{path} is not a researchstore SQLite file ({text})", field="store")
+
+
 class Store:
     """One research store: a SQLite file and the Tantivy index beside it.
 
@@ -132,9 +151,7 @@ class Store:
             with self.transaction():
                 migrate(self.conn)
         except sqlite3.DatabaseError as error:
-            raise InvalidInput(
-                f"{self.path} is not a researchstore SQLite file ({error})", field="store"
-            ) from None
+            raise _open_error(self.path, error) from None
         self.store_uuid = self._meta("store_uuid") or ""
         self.index = self._open_index()
         self.sync_index(wait=False)
