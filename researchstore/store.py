@@ -29,7 +29,13 @@ from researchstore.errors import (
     StoreLocked,
     UpstreamUnavailable,
 )
-from researchstore.index import INDEX_SCHEMA_VERSION, IndexedChunk, SearchFilters, SearchIndex
+from researchstore.index import (
+    INDEX_SCHEMA_VERSION,
+    IndexedChunk,
+    SearchFilters,
+    SearchIndex,
+    tag_value,
+)
 from researchstore.progress import progress_bar
 from researchstore.schema import migrate
 
@@ -498,7 +504,7 @@ class Store:
             return queries.get_report(conn, report_id)
 
     def _search_rows(
-        self, tantivy_query: Any, limit: int, searcher: Any, *, evidence: bool
+        self, tantivy_query: Any, limit: int, searcher: Any, filters: SearchFilters
     ) -> tuple[list[dict[str, Any]], int]:
         """The best hits that exist in SQLite, with every hit tied with the last; and
         how many hits were dropped because SQLite no longer has their chunk.
@@ -507,7 +513,13 @@ class Store:
         it, so ids are loaded only for the hits needed: ``limit`` of them,
         plus those tied in score with the last one (ordered by chunk_id
         later), plus replacements for dropped ones.
+
+        A hit whose chunk a re-ingest has just replaced (its run has
+        committed SQLite but not yet the index) is forwarded to the current
+        chunk holding the same text, so a modified report stays findable
+        through the whole run: in its new version, never a mix.
         """
+        evidence = filters.workspace is not None
         page = limit + _TIE_MARGIN
         hits: list[dict[str, Any]] = []
         dropped = offset = 0
@@ -528,15 +540,17 @@ class Store:
                 ids = self.index.chunk_ids([address for _, address in batch], searcher=searcher)
                 with self.reading() as conn:
                     rows = queries.search_rows(conn, ids)
-                for (score, _), chunk_id in zip(batch, ids, strict=True):
-                    row = rows.get(chunk_id)
-                    if row is None:
-                        dropped += 1
-                        continue
-                    if row.pop("_evidence") != evidence:
-                        continue  # evidence only in a workspace's search, and only there
-                    row["score"] = score
-                    hits.append(row)
+                    for (score, _), chunk_id in zip(batch, ids, strict=True):
+                        row = rows.get(chunk_id)
+                        if row is None:
+                            dropped += 1
+                            row = _forwarded_row(conn, chunk_id, filters, hits)
+                            if row is None:
+                                continue
+                        if row.pop("_evidence") != evidence:
+                            continue  # evidence only in a workspace's search, and only there
+                        row["score"] = score
+                        hits.append(row)
                 last_score = batch[-1][0]
             if len(found) < page:
                 break
@@ -558,9 +572,7 @@ class Store:
                 return []
             for attempt in range(2):
                 searcher = self.index.searcher()
-                hits, dropped = self._search_rows(
-                    tantivy_query, limit, searcher, evidence=filters.workspace is not None
-                )
+                hits, dropped = self._search_rows(tantivy_query, limit, searcher, filters)
                 if not dropped or attempt:
                     break
                 # Hits whose chunks SQLite no longer has: another process has
@@ -576,6 +588,45 @@ class Store:
             for hit, snippet in zip(hits, snippets, strict=True):
                 hit["snippet"] = snippet
             return hits
+
+
+def _forwarded_row(
+    conn: sqlite3.Connection, chunk_id: str, filters: SearchFilters, hits: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The search row of the chunk that now holds a replaced chunk's text, if any."""
+    from researchstore.forwarding import resolve_chunk
+
+    resolution = resolve_chunk(conn, chunk_id)
+    if resolution is None or resolution["status"] != "replaced":
+        return None
+    taken = {hit["chunk_id"] for hit in hits}
+    for chunk in resolution["chunks"]:
+        if chunk["chunk_id"] in taken:
+            continue
+        row = queries.search_rows(conn, [chunk["chunk_id"]]).get(chunk["chunk_id"])
+        if row is not None and _row_matches(row, filters):
+            return row
+    return None
+
+
+def _row_matches(row: dict[str, Any], filters: SearchFilters) -> bool:
+    """Whether a forwarded row still meets the filters (its report may have changed)."""
+    if filters.report_id is not None and row["report_id"] != filters.report_id:
+        return False
+    if filters.source is not None and row["source"] != filters.source:
+        return False
+    if filters.kind is not None and row["kind"] != filters.kind:
+        return False
+    if filters.date_from is not None and row["date"] < filters.date_from:
+        return False
+    if filters.date_to is not None and row["date"] > filters.date_to:
+        return False
+    for name, wanted in (filters.tags or {}).items():
+        value = row["tags"].get(name)
+        have = {tag_value(item) for item in (value if isinstance(value, list) else [value])}
+        if value is None or not have.intersection(wanted):
+            return False
+    return True
 
 
 #: Hits ranked past ``limit`` in one go, so that hits tied in score with the

@@ -305,15 +305,6 @@ def test_a_reader_in_another_process_never_sees_a_mixed_report(tmp_path: Path) -
         assert_sound(store)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "Known limitation: between a batch's SQLite commit and the index commit that follows it "
-        "at once (a batch that replaced reports commits the index immediately), the index holds "
-        "only the old chunk ids, which SQLite no longer has; search drops them, so for that "
-        "moment a modified report is found in neither version (never in a mix of both)"
-    ),
-)
 def test_search_finds_a_modified_report_while_its_run_is_still_indexing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -339,6 +330,12 @@ def test_search_finds_a_modified_report_while_its_run_is_still_indexing(
         reingest(writer)
         assert seen, "the run never committed the index"
         assert all(hits for hits in seen), "report r0 vanished from search during the run"
+        for hits in seen:  # forwarded to the new version: never the old, never a mix
+            for hit in hits:
+                if hit["title"].startswith("Report r0"):
+                    assert hit["title"] == "Report r0 gen2"
+                    assert reader.get_chunk(hit["chunk_id"]) is not None
+        assert any(hit["title"] == "Report r0 gen2" for hits in seen for hit in hits)
 
 
 # -- SIGKILL at each point of a run, then reopen -----------------------------
@@ -1162,3 +1159,36 @@ def test_a_targeted_run_looks_only_at_the_named_reports(tmp_path: Path) -> None:
         assert titles == {"Report r0 gen2", "Report r1 gen1"}  # r1 was not looked at
         [full] = reingest(store)  # the next full walk catches up with r1
         assert (full.modified, full.unchanged) == (1, 1)
+
+
+def test_a_forwarded_hit_still_meets_the_filters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from researchstore.index import SearchFilters, SearchIndex
+
+    root, db = tmp_path / "source", tmp_path / "r.db"
+    write_file(root / "r0" / "report.json",
+               json.dumps({"title": "Hives", "date": REPORT_DATE, "tags": {"season": "spring"}}))
+    write_file(root / "r0" / "a.txt", "Hives\n\nThe queen was marked in April.\n")
+    with Store(db, progress=False) as writer, Store(db, progress=False) as reader:
+        writer.ingest(root, name="gen")
+        seen: dict[str, list[dict[str, Any]]] = {}
+        real_commit = SearchIndex.commit
+
+        def look_then_commit(self: SearchIndex) -> None:
+            reader.index.refresh()
+            for season in ("spring", "autumn"):
+                seen[season] = reader.search(
+                    "queen", filters=SearchFilters(tags={"season": [season]})
+                )
+            real_commit(self)
+
+        monkeypatch.setattr(SearchIndex, "commit", look_then_commit)
+        write_file(root / "r0" / "report.json",
+                   json.dumps({"title": "Hives", "date": REPORT_DATE,
+                               "tags": {"season": "autumn"}}))
+        write_file(root / "r0" / "a.txt", "Hives\n\nThe queen was marked in April.\n")
+        reingest(writer)
+    # The index still says spring; the current chunk says autumn: not a spring hit.
+    assert seen["spring"] == []
+    assert seen["autumn"] == []  # the index does not know autumn yet
