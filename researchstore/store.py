@@ -572,7 +572,8 @@ class Store:
                 return []
             for attempt in range(2):
                 searcher = self.index.searcher()
-                hits, dropped = self._search_rows(tantivy_query, limit, searcher, filters)
+                with self.reading():  # one SQLite snapshot for every hit of this search
+                    hits, dropped = self._search_rows(tantivy_query, limit, searcher, filters)
                 if not dropped or attempt:
                     break
                 # Hits whose chunks SQLite no longer has: another process has
