@@ -397,13 +397,7 @@ def _store_evidence(
     written the way ingest writes one (``_Writer``), so it has the same rows,
     forwarding record and ``index_pending`` entry.
     """
-    from researchstore.ingest.pipeline import (
-        IngestSummary,
-        ReportSource,
-        _Document,
-        _Prepared,
-        _Writer,
-    )
+    from researchstore.ingest.pipeline import write_document_report
 
     assert outcome.document is not None
     evidence_id = evidence_id_for(workspace_id, url, kind, language)
@@ -442,21 +436,22 @@ def _store_evidence(
     if language:
         tags["language"] = language
     title = _clip(outcome.title, 200) or _clip(url, 200) or evidence_id
-    prepared = _Prepared(
-        source=ReportSource(evidence_id, "", False, [path]),
-        existing_id=known[3] if known is not None else None,
-        wanted_id=None,
+    report_id = write_document_report(
+        store,
+        source_id=source_id,
+        source_name=source_name,
+        version_rowid=int(version_rowid or 0),
+        key=evidence_id,
+        path=path,
+        parsed=document,
+        drafts=drafts,
         title=title,
         date=document.date or now.date().isoformat(),
         tags=tags,
-        signature=content_hash,
         content_hash=content_hash,
-        documents=[_Document(path, document, drafts, content_hash, document.status,
-                             document.reason)],
+        existing_id=known[3] if known is not None else None,
+        now=_stamp(now),
     )
-    writer = _Writer(store, source_id, source_name, int(version_rowid or 0),
-                     IngestSummary(source=source_name, version_id=""))
-    report_id, _ = writer._write_report(prepared, _stamp(now))
     conn.execute(
         "INSERT INTO evidence (evidence_id, workspace_id, url, kind, language, report_id, "
         "revision, content_hash, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "

@@ -766,6 +766,47 @@ def _accept(
     writer.add(outcome)
 
 
+def write_document_report(
+    store: Store,
+    *,
+    source_id: int,
+    source_name: str,
+    version_rowid: int,
+    key: str,
+    path: str,
+    parsed: ParsedDocument,
+    drafts: list[ChunkDraft],
+    title: str,
+    date: str,
+    tags: dict[str, Any],
+    content_hash: str,
+    existing_id: int | None,
+    now: str,
+) -> int:
+    """Write a one-document report (new, or replacing ``existing_id``) as ingest does.
+
+    For callers that read a document themselves (evidence retrieval): the
+    report gets the same rows, forwarding record and ``index_pending`` entry
+    as an ingested one. Runs inside the caller's transaction and writer lock;
+    returns the report id.
+    """
+    prepared = _Prepared(
+        source=ReportSource(key, "", False, [path]),
+        existing_id=existing_id,
+        wanted_id=None,
+        title=title,
+        date=date,
+        tags=tags,
+        signature=content_hash,
+        content_hash=content_hash,
+        documents=[_Document(path, parsed, drafts, content_hash, parsed.status, parsed.reason)],
+    )
+    summary = IngestSummary(source=source_name, version_id="")
+    writer = _Writer(store, source_id, source_name, version_rowid, summary)
+    report_id, _ = writer._write_report(prepared, now)
+    return report_id
+
+
 def _count_written(summary: IngestSummary, prepared: _Prepared) -> None:
     if prepared.existing_id is None:
         summary.new += 1
