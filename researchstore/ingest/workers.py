@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from researchstore.ingest.pipeline import ReportSource, _Prepared
+    from researchstore.ingest.discovery import ReportSource
+    from researchstore.ingest.pipeline import _Prepared
 
 #: Below this many reports to prepare, starting workers costs more than it saves.
 PARALLEL_MIN_REPORTS = 100
