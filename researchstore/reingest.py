@@ -52,14 +52,15 @@ def reingest(
     """
     with store.writing(wait=False):
         rows = store.conn.execute(
-            "SELECT name, root FROM sources WHERE kind = 'directory' ORDER BY name"
+            "SELECT name, root, kind FROM sources WHERE kind IN ('directory', 'files') "
+            "ORDER BY name"
         ).fetchall()
         if source is not None:
             rows = [row for row in rows if row[0] == source]
             if not rows:
-                raise InvalidInput(f"no directory source named {source!r}", field="source")
+                raise InvalidInput(f"no source named {source!r} to refresh", field="source")
         summaries = []
-        for name, root in rows:
+        for name, root, kind in rows:
             if not Path(root).is_dir():
                 summary = IngestSummary(source=name, version_id="")
                 summary.failed = 1
@@ -69,9 +70,16 @@ def reingest(
                 )
                 summaries.append(summary)
                 continue
+            keys = only
+            if kind == "files" and keys is None:
+                # Single files ingested one by one: refresh them by name,
+                # never walk the file system from their common root.
+                keys = [key for (key,) in store.conn.execute(
+                    "SELECT r.key FROM reports r JOIN sources s ON s.id = r.source_id "
+                    "WHERE s.name = ?", (name,))]
             summaries.append(
                 ingest_source(store, Path(root), name=name, remove_missing=True,
-                              only=only, progress=progress)
+                              only=keys, kind=kind, progress=progress)
             )
         return summaries
 

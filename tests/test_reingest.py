@@ -1014,7 +1014,7 @@ def test_a_missing_source_root_is_a_failure_and_changes_nothing(tmp_path: Path) 
 
 
 def test_an_unknown_source_name_is_invalid_input(filled_store: Store) -> None:
-    with pytest.raises(InvalidInput, match="no directory source named 'nope'"):
+    with pytest.raises(InvalidInput, match="no source named 'nope'"):
         reingest(filled_store, source="nope")
     (summary,) = reingest(filled_store, source="field")
     assert summary.unchanged == 3
@@ -1192,3 +1192,38 @@ def test_a_forwarded_hit_still_meets_the_filters(
     # The index still says spring; the current chunk says autumn: not a spring hit.
     assert seen["spring"] == []
     assert seen["autumn"] == []  # the index does not know autumn yet
+
+
+def test_single_files_are_refreshed_by_name_never_by_walking_their_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from researchstore.ingest import pipeline
+
+    notes = tmp_path / "desk" / "notes.txt"
+    other = tmp_path / "desk" / "other.txt"
+    write_file(notes, "Notes\n\nThe swarm settled in the hawthorn.\n")
+    write_file(other, "Other\n\nA second file.\n")
+    with Store(tmp_path / "r.db", progress=False) as store:
+        store.ingest_file(notes)
+        store.ingest_file(other)
+
+        def no_walk(root: Path) -> Any:
+            raise AssertionError(f"walked {root}")
+
+        monkeypatch.setattr(pipeline, "discover", no_walk)
+        [unchanged] = reingest(store)
+        assert (unchanged.unchanged, unchanged.modified) == (2, 0)
+        write_file(notes, "Notes\n\nThe swarm settled in the rowan.\n")
+        other.unlink()
+        [refreshed] = reingest(store)
+        assert (refreshed.modified, refreshed.removed, refreshed.unchanged) == (1, 1, 0)
+        assert [hit["title"] for hit in store.search("rowan")] == ["Notes"]
+        assert store.search("hawthorn") == [] and store.search("second file") == []
+
+
+def test_a_source_name_keeps_its_kind(tmp_path: Path, source_dir: Path) -> None:
+    write_file(tmp_path / "one.txt", "One\n\nA file.\n")
+    with Store(tmp_path / "r.db", progress=False) as store:
+        store.ingest_file(tmp_path / "one.txt")
+        with pytest.raises(InvalidInput, match="taken by a source of kind 'files'"):
+            store.ingest(source_dir, name="local-files")

@@ -483,21 +483,25 @@ def ingest_source(
     name: str | None = None,
     remove_missing: bool = False,
     only: Sequence[str] | None = None,
+    kind: str = "directory",
+    wait: bool = False,
     progress: bool | None = None,
 ) -> IngestSummary:
     """Ingest (or refresh) every report under ``root`` as source ``name``.
 
     With ``only``, just those report keys (paths relative to ``root``) are
     looked at: the cost is then that of the named reports, not of the tree.
+    A source of kind ``files`` is a set of single files, refreshed by name,
+    never walked.
     """
     if not root.is_dir():
         raise InvalidInput(f"not a directory: {root}", field="source_dir")
     root = root.resolve()
     name = name or root.name
     started = time.perf_counter()
-    with store.writing(wait=False):
+    with store.writing(wait=wait):
         store.sync_index(wait=True)
-        source_id, version_rowid, version_id = _begin_version(store, root, name)
+        source_id, version_rowid, version_id = _begin_version(store, root, name, kind)
         summary = IngestSummary(source=name, version_id=version_id)
         writer = _Writer(store, source_id, name, version_rowid, summary)
         if only is None:
@@ -554,6 +558,8 @@ def ingest_file(
 
     The report's key is the file's absolute path, so files from different
     folders never collide and ingesting the same file again refreshes it.
+    The source is of kind ``files``: a re-ingest refreshes its files by name
+    and never walks the file system from its root.
     """
     path = path.resolve()
     if not path.is_file():
@@ -565,40 +571,10 @@ def ingest_file(
             field="path",
         )
     root = Path(path.anchor)
-    key = path.relative_to(root).as_posix()
-    report = ReportSource(key, key.rpartition("/")[0], False, [key])
-    started = time.perf_counter()
-    with store.writing(wait=True):
-        store.sync_index(wait=True)
-        source_id, version_rowid, version_id = _begin_version(store, root, name)
-        summary = IngestSummary(source=name, version_id=version_id)
-        writer = _Writer(store, source_id, name, version_rowid, summary)
-        known = _existing_reports(store, source_id).get(key)
-        _ingest_one(store, root, report, known, writer, summary)
-        writer.flush()
-        writer.last_seq = _last_seq(store)
-        writer.commit_index()
-        summary.seconds = time.perf_counter() - started
-        _finish_version(store, version_rowid, summary)
-    return summary
-
-
-def _ingest_one(
-    store: Store,
-    root: Path,
-    report: ReportSource,
-    known: tuple[int, str, str] | None,
-    writer: _Writer,
-    summary: IngestSummary,
-) -> None:
-    signature = report_signature(root, report)
-    if known is not None and known[1] == signature:
-        summary.unchanged += 1
-        return
-    outcome = workers.prepare_one(
-        root, report, known[0] if known else None, signature, store.chunk_tokens
+    return ingest_source(
+        store, root, name=name, only=[path.relative_to(root).as_posix()], kind="files",
+        wait=True, progress=progress,
     )
-    _accept(store, report, known, signature, outcome, writer, summary)
 
 
 def _accept(
@@ -690,18 +666,26 @@ def _refuse(summary: IngestSummary, key: str, reason: str) -> None:
     summary.failures.append({"report": key, "reason": reason})
 
 
-def _begin_version(store: Store, root: Path, name: str) -> tuple[int, int, str]:
+def _begin_version(
+    store: Store, root: Path, name: str, kind: str = "directory"
+) -> tuple[int, int, str]:
     version_id = new_id()
     with store.transaction() as conn:
         # We hold the writer lock: a version still "running" was cut short.
         conn.execute("UPDATE source_versions SET status = 'interrupted' WHERE status = 'running'")
         prune_history(conn)
-        row = conn.execute("SELECT id FROM sources WHERE name = ?", (name,)).fetchone()
+        row = conn.execute("SELECT id, kind FROM sources WHERE name = ?", (name,)).fetchone()
         if row is None:
             source_id = conn.execute(
-                "INSERT INTO sources (name, root, kind, created_at) VALUES (?, ?, 'directory', ?)",
-                (name, str(root), utc_now()),
+                "INSERT INTO sources (name, root, kind, created_at) VALUES (?, ?, ?, ?)",
+                (name, str(root), kind, utc_now()),
             ).lastrowid
+        elif row[1] != kind:
+            raise InvalidInput(
+                f"the source name {name!r} is taken by a source of kind {row[1]!r}; "
+                "choose another name",
+                field="name",
+            )
         else:
             source_id = row[0]
             conn.execute("UPDATE sources SET root = ? WHERE id = ?", (str(root), source_id))
