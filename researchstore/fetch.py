@@ -45,7 +45,6 @@ import socket
 import ssl
 import threading
 import time
-import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
@@ -53,6 +52,8 @@ from typing import Any
 
 import httpcore
 import httpx
+
+from researchstore.inflate import ContentTooLarge, UnsupportedContent, body_decoder
 
 __all__ = [
     "FetchCancelled",
@@ -665,27 +666,34 @@ def _read_response(
         raise FetchError("unsupported", "response_too_large",
                          f"the response declares {length} bytes; the limit is {policy.max_bytes}",
                          url=url, http_status=code)
-    decoder = _decoder(response.headers.get("content-encoding", ""), policy.max_bytes, url)
     raw_total = 0
     complete = True
     try:
-        for raw in response.iter_raw():
-            raw_total += len(raw)
-            if raw_total > policy.max_bytes:
-                raise FetchError("unsupported", "response_too_large",
-                                 f"the response is over {policy.max_bytes} bytes", url=url,
-                                 http_status=code)
-            decoder.feed(raw)
-    except httpx.RemoteProtocolError as error:
-        # The server closed before the end of the body: what came is kept.
-        if raw_total == 0:
-            raise FetchError("unavailable", "unavailable",
-                             f"the connection closed before the body: {error}", url=url,
-                             http_status=code) from None
-        complete = False
-    except httpx.HTTPError as error:
-        raise _transport_failure(error, guard, None, url=url) from None
-    body = decoder.finish(strict=complete)
+        decoder = body_decoder(response.headers.get("content-encoding", ""), policy.max_bytes)
+        try:
+            for raw in response.iter_raw():
+                raw_total += len(raw)
+                if raw_total > policy.max_bytes:
+                    raise FetchError("unsupported", "response_too_large",
+                                     f"the response is over {policy.max_bytes} bytes", url=url,
+                                     http_status=code)
+                decoder.feed(raw)
+        except httpx.RemoteProtocolError as error:
+            # The server closed before the end of the body: what came is kept.
+            if raw_total == 0:
+                raise FetchError("unavailable", "unavailable",
+                                 f"the connection closed before the body: {error}", url=url,
+                                 http_status=code) from None
+            complete = False
+        except httpx.HTTPError as error:
+            raise _transport_failure(error, guard, None, url=url) from None
+        body = decoder.finish(strict=complete)
+    except ContentTooLarge:
+        raise FetchError("unsupported", "response_too_large",
+                         f"the decoded response is over {policy.max_bytes} bytes",
+                         url=url) from None
+    except UnsupportedContent as error:
+        raise FetchError("unsupported", "unsupported_content", str(error), url=url) from None
     media_type, charset = _content_type(response.headers.get("content-type", ""))
     return Fetched(
         url=url,
@@ -774,121 +782,3 @@ def _transport_failure(
                               f"{where}: the network is unreachable ({cause})", url=url)
         cause = cause.__cause__ or cause.__context__
     return FetchError("unavailable", "unavailable", f"{where}: {error}", url=url)
-
-
-# -- bounded content decoding --------------------------------------------------
-
-
-class _TooLarge(Exception):
-    pass
-
-
-class _Inflate:
-    """One gzip or deflate layer whose output never exceeds ``limit`` bytes in total."""
-
-    def __init__(self, coding: str, limit: int) -> None:
-        self.coding = coding
-        self.limit = limit
-        self.produced = 0
-        self._wbits = 16 + zlib.MAX_WBITS if coding == "gzip" else zlib.MAX_WBITS
-        self._inflater = zlib.decompressobj(self._wbits)
-        self._first = True
-
-    def feed(self, data: bytes) -> bytes:
-        out = []
-        while data:
-            room = self.limit - self.produced
-            try:
-                chunk = self._inflater.decompress(data, room + 1)
-            except zlib.error:
-                if self.coding == "deflate" and self._first:
-                    # Some servers send raw deflate (no zlib header).
-                    self._inflater = zlib.decompressobj(-zlib.MAX_WBITS)
-                    self._first = False
-                    continue
-                raise
-            self._first = False
-            self.produced += len(chunk)
-            if self.produced > self.limit or self._inflater.unconsumed_tail:
-                raise _TooLarge()
-            out.append(chunk)
-            data = b""
-            if self._inflater.eof and self._inflater.unused_data:
-                data = self._inflater.unused_data  # another gzip member follows
-                self._inflater = zlib.decompressobj(self._wbits)
-        return b"".join(out)
-
-    def finish(self) -> bytes:
-        tail = self._inflater.flush(max(self.limit - self.produced + 1, 1))
-        self.produced += len(tail)
-        if self.produced > self.limit:
-            raise _TooLarge()
-        return tail
-
-
-class _Decoder:
-    """Content-Encoding layers, undone in order, then the decoded body (bounded)."""
-
-    def __init__(self, layers: list[_Inflate], limit: int, url: str) -> None:
-        self.layers = layers
-        self.limit = limit
-        self.url = url
-        self.parts: list[bytes] = []
-        self.size = 0
-
-    def _keep(self, data: bytes) -> None:
-        self.size += len(data)
-        if self.size > self.limit:
-            raise _TooLarge()
-        if data:
-            self.parts.append(data)
-
-    def _through(self, data: bytes, start: int = 0) -> bytes:
-        for layer in self.layers[start:]:
-            data = layer.feed(data)
-        return data
-
-    def feed(self, data: bytes) -> None:
-        try:
-            self._keep(self._through(data))
-        except _TooLarge:
-            raise self._too_large() from None
-        except zlib.error as error:
-            raise FetchError("unsupported", "unsupported_content",
-                             f"the compressed body is corrupt: {error}", url=self.url) from None
-
-    def finish(self, *, strict: bool) -> bytes:
-        try:
-            for index, layer in enumerate(self.layers):
-                self._keep(self._through(layer.finish(), index + 1))
-        except _TooLarge:
-            raise self._too_large() from None
-        except zlib.error as error:
-            if strict:
-                raise FetchError("unsupported", "unsupported_content",
-                                 f"the compressed body is corrupt: {error}",
-                                 url=self.url) from None
-        return b"".join(self.parts)
-
-    def _too_large(self) -> FetchError:
-        return FetchError("unsupported", "response_too_large",
-                          f"the decoded response is over {self.limit} bytes", url=self.url)
-
-
-def _decoder(content_encoding: str, limit: int, url: str) -> _Decoder:
-    codings = [c.strip().lower() for c in content_encoding.split(",") if c.strip()]
-    layers = []
-    for coding in reversed(codings):  # the last coding applied is undone first
-        if coding in ("identity", "none"):
-            continue
-        if coding in ("gzip", "x-gzip"):
-            layers.append(_Inflate("gzip", limit))
-        elif coding == "deflate":
-            layers.append(_Inflate("deflate", limit))
-        else:
-            raise FetchError("unsupported", "unsupported_content",
-                             f"unsupported Content-Encoding {coding!r}", url=url)
-    if len(layers) > 2:
-        raise FetchError("unsupported", "unsupported_content",
-                         "more than two content encodings", url=url)
-    return _Decoder(layers, limit, url)
