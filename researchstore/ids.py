@@ -30,11 +30,3 @@ def new_id() -> str:
     rand = int.from_bytes(os.urandom(8), "big") & 0x3FFFFFFFFFFFFFFF
     value = (now_ms << 80) | (0x7 << 76) | (_counter << 64) | (0b10 << 62) | rand
     return str(uuid.UUID(int=value))
-
-
-def is_uuid(value: str) -> bool:
-    try:
-        uuid.UUID(value)
-    except (ValueError, AttributeError, TypeError):
-        return False
-    return True

@@ -255,9 +255,6 @@ class SearchIndex:
     def delete_report(self, report_id: int) -> None:
         self.writer().delete_documents_by_term("report_id", report_id)
 
-    def delete_all(self) -> None:
-        self.writer().delete_all_documents()
-
     def commit(self) -> None:
         if self._writer is not None:
             self._writer.commit()
@@ -360,20 +357,6 @@ class SearchIndex:
         elif queries:
             queries.append(tantivy.Query.term_query(SCHEMA, "workspace", NO_WORKSPACE))
         return queries
-
-    def search(
-        self,
-        query: tantivy.Query,
-        *,
-        limit: int,
-        offset: int = 0,
-        searcher: tantivy.Searcher | None = None,
-    ) -> list[tuple[float, str]]:
-        """Top hits as ``(score, chunk_id)``, best first."""
-        searcher = searcher or self.searcher()
-        found = self.top(query, limit=limit, offset=offset, searcher=searcher)
-        ids = self.chunk_ids([address for _, address in found], searcher=searcher)
-        return [(score, chunk_id) for (score, _), chunk_id in zip(found, ids, strict=True)]
 
     @staticmethod
     def top(
