@@ -30,8 +30,8 @@ import pysrt
 import webvtt
 from webvtt.errors import MalformedCaptionError, MalformedFileError
 
-from researchstore.ingest.decode import decode_text, looks_binary, normalize_language
-from researchstore.ingest.model import ParsedDocument, Segment
+from researchstore.ingest.decode import decode_text, normalize_language, unreadable
+from researchstore.ingest.model import DocumentKind, ParsedDocument, Segment
 
 __all__ = ["parse_srt", "parse_vtt"]
 
@@ -92,13 +92,11 @@ def parse_srt(data: bytes) -> ParsedDocument:
 
 
 def _parse_captions(data: bytes, kind: str) -> ParsedDocument:
-    doc = ParsedDocument(kind="vtt" if kind == "vtt" else "srt")
-    if not data.strip():
-        doc.status, doc.reason = "empty", "no_text"
-        return doc
-    if looks_binary(data):
-        doc.status, doc.reason = "invalid", "binary"
-        return doc
+    doc_kind: DocumentKind = "vtt" if kind == "vtt" else "srt"
+    early = unreadable(data, doc_kind)
+    if early is not None:
+        return early
+    doc = ParsedDocument(kind=doc_kind)
     text, doc.encoding = decode_text(data)
     # Blank lines before the first cue of a SubRip file are tolerated; line
     # numbers still count them.

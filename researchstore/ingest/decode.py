@@ -11,6 +11,8 @@ from __future__ import annotations
 import codecs
 import re
 
+from researchstore.ingest.model import DocumentKind, ParsedDocument
+
 __all__ = [
     "decode_text",
     "declared_encoding",
@@ -186,3 +188,12 @@ def decode_text(data: bytes, *, declared: str | None = None, final: bool = True)
     if text.startswith("\ufeff"):
         text = text[1:]
     return text, encoding
+
+
+def unreadable(data: bytes, kind: DocumentKind) -> ParsedDocument | None:
+    """The outcome for bytes no parser should read (empty or binary), else None."""
+    if not data.strip():
+        return ParsedDocument(kind=kind, status="empty", reason="no_text")
+    if looks_binary(data):
+        return ParsedDocument(kind=kind, status="invalid", reason="binary")
+    return None

@@ -24,8 +24,8 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 from researchstore.ingest.decode import (
     declared_encoding,
     decode_text,
-    looks_binary,
     normalize_language,
+    unreadable,
 )
 from researchstore.ingest.html_rules import (
     DATE_KEYS,
@@ -101,13 +101,10 @@ def parse_html(
     ``too_large``); past ``max_nodes`` visited nodes, the walk stops and keeps
     what it has (``partial`` / ``nodes_limited``).
     """
+    early = unreadable(data, "html")
+    if early is not None:
+        return early
     doc = ParsedDocument(kind="html")
-    if not data.strip():
-        doc.status, doc.reason = "empty", "no_text"
-        return doc
-    if looks_binary(data):
-        doc.status, doc.reason = "invalid", "binary"
-        return doc
     truncated = len(data) > max_bytes
     if truncated:
         doc.skipped.append(f"read the first {max_bytes} of {len(data)} bytes")

@@ -13,7 +13,7 @@ import re
 import textwrap
 from datetime import date
 
-from researchstore.ingest.decode import decode_text, looks_binary, normalize_language
+from researchstore.ingest.decode import decode_text, normalize_language, unreadable
 from researchstore.ingest.model import Block, ParsedDocument
 
 __all__ = ["parse_text"]
@@ -33,13 +33,10 @@ _FRONT_FIELD = re.compile(r"^([A-Za-z_][\w-]*)\s*:\s*(.*?)\s*$")
 
 def parse_text(data: bytes) -> ParsedDocument:
     """Parse a ``.txt`` or ``.md`` file."""
+    early = unreadable(data, "text")
+    if early is not None:
+        return early
     doc = ParsedDocument(kind="text")
-    if not data.strip():
-        doc.status, doc.reason = "empty", "no_text"
-        return doc
-    if looks_binary(data):
-        doc.status, doc.reason = "invalid", "binary"
-        return doc
     text, doc.encoding = decode_text(data)
     lines = text.split("\n")
     lines = _read_front_matter(lines, doc)
