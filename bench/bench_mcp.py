@@ -53,15 +53,20 @@ def build_store(folder: Path, chunks: int) -> Path:
     for number in range(reports):
         report = source / f"topic-{number % 20:02d}" / f"report-{number:05d}"
         report.mkdir(parents=True)
-        (report / "report.json").write_text(json.dumps({
-            "title": f"Field report {number}",
-            "date": f"2026-{number % 12 + 1:02d}-{number % 28 + 1:02d}",
-            "tags": {"audience": random.choice(["students", "public"]),
-                     "season": random.choice(["spring", "summer", "autumn", "winter"])},
-        }))
+        (report / "report.json").write_text(
+            json.dumps(
+                {
+                    "title": f"Field report {number}",
+                    "date": f"2026-{number % 12 + 1:02d}-{number % 28 + 1:02d}",
+                    "tags": {
+                        "audience": random.choice(["students", "public"]),
+                        "season": random.choice(["spring", "summer", "autumn", "winter"]),
+                    },
+                }
+            )
+        )
         paragraphs = [
-            " ".join(random.choice(WORDS) for _ in range(200)).capitalize() + "."
-            for _ in range(10)
+            " ".join(random.choice(WORDS) for _ in range(200)).capitalize() + "." for _ in range(10)
         ]
         (report / "notes.txt").write_text("\n\n".join(paragraphs))
     path = folder / "bench.db"
@@ -81,9 +86,12 @@ def sample_calls(store: Store) -> dict[str, dict[str, Any]]:
     document_id = conn.execute(
         "SELECT document_id FROM documents WHERE id = ?", (document_rowid,)
     ).fetchone()[0]
-    ids = [row[0] for row in conn.execute(
-        "SELECT chunk_id FROM chunks WHERE document_rowid = ? LIMIT 10", (document_rowid,)
-    )]
+    ids = [
+        row[0]
+        for row in conn.execute(
+            "SELECT chunk_id FROM chunks WHERE document_rowid = ? LIMIT 10", (document_rowid,)
+        )
+    ]
     return {
         "research_chunk_search": {"query": "varroa brood", "limit": 10},
         "research_get_chunk": {"chunk_id": chunk_id},
@@ -143,7 +151,8 @@ async def time_session(
 
 async def over_stdio(db: Path, run: Callable[[ClientSession], Awaitable[Any]]) -> Any:
     params = StdioServerParameters(
-        command=sys.executable, args=["-c", CLI, "serve", str(db), "--profile", "core"],
+        command=sys.executable,
+        args=["-c", CLI, "serve", str(db), "--profile", "core"],
         env=dict(os.environ),
     )
     async with AsyncExitStack() as stack:
@@ -157,7 +166,8 @@ async def over_http(db: Path, key: str, run: Callable[[ClientSession], Awaitable
     log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
     server = subprocess.Popen(
         [sys.executable, "-c", CLI, "serve", str(db), "--transport", "http", "--port", "0"],
-        stdout=subprocess.DEVNULL, stderr=log,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
     )
     try:
         url = wait_for_url(Path(log.name), server)
@@ -216,18 +226,32 @@ def main() -> None:
             revoke_key(store, key)
 
     print(f"store: {chunks} chunks; {options.calls} calls per tool, one at a time")
-    print(f"{'tool':<24}{'in-process p50/p99 ms':>24}{'stdio p50/p99 ms':>20}"
-          f"{'http p50/p99 ms':>20}")
+    print(
+        f"{'tool':<24}{'in-process p50/p99 ms':>24}{'stdio p50/p99 ms':>20}{'http p50/p99 ms':>20}"
+    )
     for name in calls:
-        print(f"{name:<24}{pair(local[name], 3):>24}{pair(stdio[name], 2):>20}"
-              f"{pair(http[name], 2):>20}")
+        print(
+            f"{name:<24}{pair(local[name], 3):>24}{pair(stdio[name], 2):>20}"
+            f"{pair(http[name], 2):>20}"
+        )
     aim = stdio["research_get_chunk"][0]
-    print(f"aim research_get_chunk over stdio p50 <= 2 ms: {aim:.2f} ms "
-          f"({'met' if aim <= 2 else 'missed'})")
+    print(
+        f"aim research_get_chunk over stdio p50 <= 2 ms: {aim:.2f} ms "
+        f"({'met' if aim <= 2 else 'missed'})"
+    )
     if options.json:
-        options.json.write_text(json.dumps(
-            {"chunks": chunks, "calls": options.calls, "in_process": local, "stdio": stdio,
-             "http": http}, indent=2))
+        options.json.write_text(
+            json.dumps(
+                {
+                    "chunks": chunks,
+                    "calls": options.calls,
+                    "in_process": local,
+                    "stdio": stdio,
+                    "http": http,
+                },
+                indent=2,
+            )
+        )
 
 
 if __name__ == "__main__":

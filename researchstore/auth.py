@@ -79,8 +79,9 @@ class Principal:
             )
 
 
-LOCAL_USER = Principal(scopes=frozenset(SCOPES), workspaces=frozenset({ANY_WORKSPACE}),
-                       unrestricted=True)
+LOCAL_USER = Principal(
+    scopes=frozenset(SCOPES), workspaces=frozenset({ANY_WORKSPACE}), unrestricted=True
+)
 #: Holds nothing: what a request that somehow lost its key acts as.
 NOBODY = Principal(scopes=frozenset(), workspaces=frozenset())
 
@@ -164,8 +165,15 @@ def create_key(
         conn.execute(
             "INSERT INTO api_keys (key_id, label, salt, secret_hash, scopes, workspaces, "
             "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (key_id, label, salt, _hash(salt, secret), json.dumps(checked_scopes),
-             json.dumps(checked_workspaces), utc_now()),
+            (
+                key_id,
+                label,
+                salt,
+                _hash(salt, secret),
+                json.dumps(checked_scopes),
+                json.dumps(checked_workspaces),
+                utc_now(),
+            ),
         )
     return f"{KEY_PREFIX}_{key_id}_{secret}"
 

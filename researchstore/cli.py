@@ -56,11 +56,17 @@ def main() -> None:
 @click.argument("store_path", metavar="STORE")
 @click.argument("source_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--name", help="Source name (default: the directory's name).")
-@click.option("--chunk-tokens", type=click.IntRange(16, 8192), default=256, show_default=True,
-              help="Target tokens per chunk.")
+@click.option(
+    "--chunk-tokens",
+    type=click.IntRange(16, 8192),
+    default=256,
+    show_default=True,
+    help="Target tokens per chunk.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-def ingest(store_path: str, source_dir: str, name: str | None, chunk_tokens: int,
-           as_json: bool) -> None:
+def ingest(
+    store_path: str, source_dir: str, name: str | None, chunk_tokens: int, as_json: bool
+) -> None:
     """Ingest every report under SOURCE_DIR into STORE (created if missing)."""
     with open_store(store_path, must_exist=False, chunk_tokens=chunk_tokens) as store:
         try:
@@ -112,8 +118,15 @@ def call(store_path: str, tool_name: str, arguments: str) -> None:
     try:
         parsed = json.loads(arguments)
     except ValueError as error:
-        echo_envelope({"error": {"code": "invalid_input", "field": "arguments",
-                                 "message": f"ARGUMENTS is not JSON: {error}"}})
+        echo_envelope(
+            {
+                "error": {
+                    "code": "invalid_input",
+                    "field": "arguments",
+                    "message": f"ARGUMENTS is not JSON: {error}",
+                }
+            }
+        )
         return
     with open_store(store_path) as store:
         echo_envelope(store.call(tool_name, parsed))
@@ -129,12 +142,26 @@ def call(store_path: str, tool_name: str, arguments: str) -> None:
 @click.option("--date-to", metavar="YYYY-MM-DD")
 @click.option("--source")
 @click.option("--kind", type=click.Choice(["html", "vtt", "srt", "text"]))
-@click.option("--next", "next_count", type=click.IntRange(1, 100),
-              help="Also show the N chunks that follow each hit.")
+@click.option(
+    "--next",
+    "next_count",
+    type=click.IntRange(1, 100),
+    help="Also show the N chunks that follow each hit.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the tool's envelope.")
-def search(store_path: str, query: str, limit: int, report_id: int | None, tags: tuple[str, ...],
-           date_from: str | None, date_to: str | None, source: str | None, kind: str | None,
-           next_count: int | None, as_json: bool) -> None:
+def search(
+    store_path: str,
+    query: str,
+    limit: int,
+    report_id: int | None,
+    tags: tuple[str, ...],
+    date_from: str | None,
+    date_to: str | None,
+    source: str | None,
+    kind: str | None,
+    next_count: int | None,
+    as_json: bool,
+) -> None:
     """Search STORE for QUERY and list the best chunks."""
     tag_filter: dict[str, list[str]] = {}
     for tag in tags:
@@ -142,9 +169,16 @@ def search(store_path: str, query: str, limit: int, report_id: int | None, tags:
         if not sep:
             raise click.BadParameter(f"{tag!r} is not NAME=VALUE", param_hint="--tag")
         tag_filter.setdefault(name, []).append(value)
-    arguments = {"query": query, "limit": limit, "report_id": report_id,
-                 "tags": tag_filter or None, "date_from": date_from, "date_to": date_to,
-                 "source": source, "kind": kind}
+    arguments = {
+        "query": query,
+        "limit": limit,
+        "report_id": report_id,
+        "tags": tag_filter or None,
+        "date_from": date_from,
+        "date_to": date_to,
+        "source": source,
+        "kind": kind,
+    }
     with open_store(store_path) as store:
         envelope = store.call("research_chunk_search", arguments)
         if as_json or "error" in envelope:
@@ -163,8 +197,9 @@ def search(store_path: str, query: str, limit: int, report_id: int | None, tags:
             if next_count:
                 walk = store.call("get_chunk_next", {"id": hit["chunk_id"], "count": next_count})
                 for following in walk["result"]["chunks"]:
-                    click.echo(f"   next: chunk {following['chunk_id']} "
-                               f"(position {following['position']})")
+                    click.echo(
+                        f"   next: chunk {following['chunk_id']} (position {following['position']})"
+                    )
                     click.echo("   " + shorten(following["text"]))
 
 
@@ -191,8 +226,9 @@ def plain_snippet(snippet: str) -> str:
 @click.option("--next", "next_count", type=int, help="Also walk N chunks forward.")
 @click.option("--prev", "prev_count", type=int, help="Also walk N chunks backward.")
 @click.option("--parents", is_flag=True, help="Show where the chunk lives instead.")
-def chunk(store_path: str, chunk_id: str, next_count: int | None, prev_count: int | None,
-          parents: bool) -> None:
+def chunk(
+    store_path: str, chunk_id: str, next_count: int | None, prev_count: int | None, parents: bool
+) -> None:
     """Show one chunk, its parents, or a walk from it (as JSON envelopes)."""
     with open_store(store_path) as store:
         if parents:
@@ -216,8 +252,11 @@ def doc(store_path: str, document_id: str, start: int | None, limit: int) -> Non
         if start is None:
             echo_envelope(store.call("get_document", {"id": document_id}))
         else:
-            echo_envelope(store.call("get_document_chunks",
-                                     {"id": document_id, "from": start, "limit": limit}))
+            echo_envelope(
+                store.call(
+                    "get_document_chunks", {"id": document_id, "from": start, "limit": limit}
+                )
+            )
 
 
 @main.command()
@@ -225,8 +264,16 @@ def tools() -> None:
     """List every tool with its input schema."""
     from researchstore.tools import TOOLS
 
-    echo_json([{"name": tool.name, "description": tool.description.splitlines()[0],
-                "input_schema": tool.input_schema()} for tool in TOOLS.values()])
+    echo_json(
+        [
+            {
+                "name": tool.name,
+                "description": tool.description.splitlines()[0],
+                "input_schema": tool.input_schema(),
+            }
+            for tool in TOOLS.values()
+        ]
+    )
 
 
 @main.command("rebuild-index")
@@ -254,15 +301,32 @@ def check(store_path: str) -> None:
 @main.command()
 @click.argument("store_path", metavar="STORE")
 @click.option("--source", help="Only this source (default: every directory source).")
-@click.option("--every", metavar="DURATION",
-              help="Run now and then every DURATION (e.g. 15m, 1h) until stopped.")
-@click.option("--only", "only", multiple=True, metavar="REPORT_PATH",
-              help="Refresh just this report (path inside the source); repeatable.")
-@click.option("--forwarding-retention", metavar="DURATION",
-              help="How long replaced chunk ids stay resolvable (default 30d); saved.")
+@click.option(
+    "--every",
+    metavar="DURATION",
+    help="Run now and then every DURATION (e.g. 15m, 1h) until stopped.",
+)
+@click.option(
+    "--only",
+    "only",
+    multiple=True,
+    metavar="REPORT_PATH",
+    help="Refresh just this report (path inside the source); repeatable.",
+)
+@click.option(
+    "--forwarding-retention",
+    metavar="DURATION",
+    help="How long replaced chunk ids stay resolvable (default 30d); saved.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print each summary as JSON.")
-def reingest(store_path: str, source: str | None, every: str | None, only: tuple[str, ...],
-             forwarding_retention: str | None, as_json: bool) -> None:
+def reingest(
+    store_path: str,
+    source: str | None,
+    every: str | None,
+    only: tuple[str, ...],
+    forwarding_retention: str | None,
+    as_json: bool,
+) -> None:
     """Refresh STORE from its sources: replace modified reports, add new, drop gone.
 
     Exits 1 when a report failed, 75 when another run holds the store.
@@ -312,15 +376,33 @@ def reingest(store_path: str, source: str | None, every: str | None, only: tuple
 @main.command()
 @click.argument("store_path", metavar="STORE")
 @click.argument("url")
-@click.option("--kind", type=click.Choice(["url_text", "published_captions"]), required=True,
-              help="url_text: a page's main text; published_captions: caption segments.")
-@click.option("--workspace", "workspace_id", required=True, metavar="UUID",
-              help="The workspace the evidence is stored in.")
+@click.option(
+    "--kind",
+    type=click.Choice(["url_text", "published_captions"]),
+    required=True,
+    help="url_text: a page's main text; published_captions: caption segments.",
+)
+@click.option(
+    "--workspace",
+    "workspace_id",
+    required=True,
+    metavar="UUID",
+    help="The workspace the evidence is stored in.",
+)
 @click.option("--language", metavar="TAG", help="Language wanted, e.g. en or nb-NO.")
-@click.option("--mutation-id", metavar="UUID",
-              help="Idempotency key; reuse it to get the same receipt (default: a new one).")
-def retrieve(store_path: str, url: str, kind: str, workspace_id: str, language: str | None,
-             mutation_id: str | None) -> None:
+@click.option(
+    "--mutation-id",
+    metavar="UUID",
+    help="Idempotency key; reuse it to get the same receipt (default: a new one).",
+)
+def retrieve(
+    store_path: str,
+    url: str,
+    kind: str,
+    workspace_id: str,
+    language: str | None,
+    mutation_id: str | None,
+) -> None:
     """Fetch a public https URL as evidence into STORE and print the receipt.
 
     Exits 0 when the result is ready or partial (stored as evidence), 1 for any
@@ -329,8 +411,12 @@ def retrieve(store_path: str, url: str, kind: str, workspace_id: str, language: 
     """
     import uuid
 
-    arguments = {"url": url, "kind": kind, "workspace_id": workspace_id,
-                 "mutation_id": mutation_id or str(uuid.uuid4())}
+    arguments = {
+        "url": url,
+        "kind": kind,
+        "workspace_id": workspace_id,
+        "mutation_id": mutation_id or str(uuid.uuid4()),
+    }
     if language is not None:
         arguments["language"] = language
     with open_store(store_path, must_exist=False) as store:

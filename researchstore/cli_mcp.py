@@ -12,15 +12,34 @@ from researchstore.mcp_server import PROFILES, TRANSPORTS
 
 @click.command()
 @click.argument("store_path", metavar="STORE")
-@click.option("--transport", type=click.Choice(TRANSPORTS), default="stdio", show_default=True,
-              help="stdio for a client that starts the server; http for streamable HTTP.")
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to bind over HTTP. Keep loopback unless clients are elsewhere.")
-@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
-              help="Port to bind over HTTP (0 picks a free one).")
-@click.option("--profile", type=click.Choice(PROFILES), default="core", show_default=True,
-              help="core: search, get and navigation; full: adds evidence retrieval and, "
-                   "over stdio, ingest_file.")
+@click.option(
+    "--transport",
+    type=click.Choice(TRANSPORTS),
+    default="stdio",
+    show_default=True,
+    help="stdio for a client that starts the server; http for streamable HTTP.",
+)
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to bind over HTTP. Keep loopback unless clients are elsewhere.",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8765,
+    show_default=True,
+    help="Port to bind over HTTP (0 picks a free one).",
+)
+@click.option(
+    "--profile",
+    type=click.Choice(PROFILES),
+    default="core",
+    show_default=True,
+    help="core: search, get and navigation; full: adds evidence retrieval and, "
+    "over stdio, ingest_file.",
+)
 def serve(store_path: str, transport: str, host: str, port: int, profile: str) -> None:
     """Serve STORE's tools to MCP clients (stdio, or HTTP with an x-api-key).
 
@@ -46,10 +65,16 @@ def serve(store_path: str, transport: str, host: str, port: int, profile: str) -
         except OSError as error:
             raise click.ClickException(f"cannot listen on {host}:{port}: {error}") from None
         if not list_keys(store, include_revoked=False):
-            click.echo(f"note: {store_path} has no API key yet; every request will be refused. "
-                       f"Create one with: researchstore keys create {store_path}", err=True)
-        click.echo(f"researchstore: serving the {profile} profile at {endpoint_url(sock)} "
-                   "(x-api-key required)", err=True)
+            click.echo(
+                f"note: {store_path} has no API key yet; every request will be refused. "
+                f"Create one with: researchstore keys create {store_path}",
+                err=True,
+            )
+        click.echo(
+            f"researchstore: serving the {profile} profile at {endpoint_url(sock)} "
+            "(x-api-key required)",
+            err=True,
+        )
         serve_http(http_app(store, profile=profile, host=host), sock)
 
 
@@ -60,14 +85,25 @@ def keys() -> None:
 
 @keys.command("create")
 @click.argument("store_path", metavar="STORE")
-@click.option("--scope", "scopes", multiple=True, type=click.Choice(sorted(SCOPES)),
-              help="A right the key grants (repeatable): " + "; ".join(
-                  f"{scope}: {meaning}" for scope, meaning in SCOPES.items()))
-@click.option("--workspace", "workspaces", multiple=True, metavar="UUID",
-              help=f"A workspace the key may use (repeatable); {ANY_WORKSPACE!r} for any.")
+@click.option(
+    "--scope",
+    "scopes",
+    multiple=True,
+    type=click.Choice(sorted(SCOPES)),
+    help="A right the key grants (repeatable): "
+    + "; ".join(f"{scope}: {meaning}" for scope, meaning in SCOPES.items()),
+)
+@click.option(
+    "--workspace",
+    "workspaces",
+    multiple=True,
+    metavar="UUID",
+    help=f"A workspace the key may use (repeatable); {ANY_WORKSPACE!r} for any.",
+)
 @click.option("--label", help="A note to recognise the key by in 'keys list'.")
-def create(store_path: str, scopes: tuple[str, ...], workspaces: tuple[str, ...],
-           label: str | None) -> None:
+def create(
+    store_path: str, scopes: tuple[str, ...], workspaces: tuple[str, ...], label: str | None
+) -> None:
     """Create a key and print it: it is shown this once and stored only hashed.
 
     A key with no scope can use the read tools (search, get, navigation).

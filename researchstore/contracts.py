@@ -192,8 +192,12 @@ PARENT: Schema = {
     "oneOf": [
         _parent(
             "document",
-            {"document_id": _ID, "path": _STRING, "document_kind": _KIND,
-             "title": _nullable(_STRING)},
+            {
+                "document_id": _ID,
+                "path": _STRING,
+                "document_kind": _KIND,
+                "title": _nullable(_STRING),
+            },
         ),
         _parent("report", {"report_id": _REPORT_ID, "path": _STRING, "title": _STRING}),
         _parent("folder", {"path": _STRING}),
@@ -250,8 +254,7 @@ GET_CHUNK_OUTPUT: Schema = {
                                 "text": {"type": "string"},
                                 "chunk_id": {"type": "string"},
                             },
-                            "required": ["report_id", "title", "date", "score", "text",
-                                         "chunk_id"],
+                            "required": ["report_id", "title", "date", "score", "text", "chunk_id"],
                             "type": "object",
                         },
                         {"type": "null"},
@@ -280,11 +283,29 @@ _LANGUAGE_PATTERN = r"^[a-zA-Z]{2,8}(?:-[a-zA-Z0-9]{1,8})*$"
 _MAX_SAFE_INTEGER = 9007199254740991
 _RETRIEVAL_KINDS = ["url_text", "published_captions"]
 _REASONS = [
-    "unsafe_url", "unsupported_source", "unsupported_media", "unsupported_content",
-    "access_denied", "login_required", "no_text", "metadata_only", "no_captions",
-    "invalid_captions", "not_found", "rate_limited", "response_too_large", "text_limited",
-    "nodes_limited", "cues_limited", "invalid_cues", "language_mismatch", "source_partial",
-    "timeout", "cancelled", "egress_unavailable", "unavailable",
+    "unsafe_url",
+    "unsupported_source",
+    "unsupported_media",
+    "unsupported_content",
+    "access_denied",
+    "login_required",
+    "no_text",
+    "metadata_only",
+    "no_captions",
+    "invalid_captions",
+    "not_found",
+    "rate_limited",
+    "response_too_large",
+    "text_limited",
+    "nodes_limited",
+    "cues_limited",
+    "invalid_cues",
+    "language_mismatch",
+    "source_partial",
+    "timeout",
+    "cancelled",
+    "egress_unavailable",
+    "unavailable",
 ]
 
 
@@ -313,8 +334,13 @@ _PROVENANCE: Schema = _seed_closed(
             {
                 "type": "string",
                 "enum": [
-                    "text/html", "application/xhtml+xml", "text/plain", "text/vtt",
-                    "application/x-subrip", "application/srt", "text/srt",
+                    "text/html",
+                    "application/xhtml+xml",
+                    "text/plain",
+                    "text/vtt",
+                    "application/x-subrip",
+                    "application/srt",
+                    "text/srt",
                 ],
             }
         ),
@@ -346,8 +372,14 @@ _RETRIEVAL_RESULT: Schema = _seed_closed(
         "status": {
             "type": "string",
             "enum": [
-                "ready", "partial", "blocked", "unsupported", "empty", "rate_limited",
-                "unavailable", "cancelled",
+                "ready",
+                "partial",
+                "blocked",
+                "unsupported",
+                "empty",
+                "rate_limited",
+                "unavailable",
+                "cancelled",
             ],
         },
         "text": {"type": "string", "maxLength": 20000},
@@ -376,8 +408,14 @@ EVIDENCE_RETRIEVAL: Schema = {
                 "mutation_id": _seed_uuid(),
                 "state": {
                     "type": "string",
-                    "enum": ["pending", "running", "completed", "cancelled", "unconfirmed",
-                             "expired"],
+                    "enum": [
+                        "pending",
+                        "running",
+                        "completed",
+                        "cancelled",
+                        "unconfirmed",
+                        "expired",
+                    ],
                 },
                 "kind": _nullable({"type": "string", "enum": _RETRIEVAL_KINDS}),
                 "created_at": _seed_date_time(),
@@ -388,8 +426,11 @@ EVIDENCE_RETRIEVAL: Schema = {
                     _seed_closed(
                         {
                             "evidence_id": _seed_uuid(),
-                            "revision": {"type": "integer", "exclusiveMinimum": 0,
-                                         "maximum": _MAX_SAFE_INTEGER},
+                            "revision": {
+                                "type": "integer",
+                                "exclusiveMinimum": 0,
+                                "maximum": _MAX_SAFE_INTEGER,
+                            },
                         }
                     )
                 ),
@@ -469,5 +510,12 @@ def has_output_schema(tool_name: str) -> bool:
     return tool_name in _SCHEMAS
 
 
-__all__ = ["ERROR", "ERROR_CODES", "EVIDENCE_RETRIEVAL", "GET_CHUNK_OUTPUT", "envelope",
-           "has_output_schema", "output_schema"]
+__all__ = [
+    "ERROR",
+    "ERROR_CODES",
+    "EVIDENCE_RETRIEVAL",
+    "GET_CHUNK_OUTPUT",
+    "envelope",
+    "has_output_schema",
+    "output_schema",
+]

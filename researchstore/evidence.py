@@ -88,8 +88,12 @@ INPUT_SCHEMA: dict[str, Any] = {
     "properties": {
         "url": {"type": "string", "maxLength": 2048, "format": "uri"},
         "kind": {"type": "string", "enum": ["url_text", "published_captions"]},
-        "language": {"type": "string", "minLength": 1, "maxLength": 35,
-                     "pattern": LANGUAGE_PATTERN},
+        "language": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 35,
+            "pattern": LANGUAGE_PATTERN,
+        },
         "workspace_id": {"type": "string", "format": "uuid"},
         "mutation_id": {"type": "string", "format": "uuid"},
     },
@@ -123,8 +127,9 @@ class RetrievalConfig:
         if ttl:
             from researchstore.reingest import parse_duration
 
-            return cls(fetch=FetchPolicy.from_env(),
-                       receipt_ttl=timedelta(seconds=parse_duration(ttl)))
+            return cls(
+                fetch=FetchPolicy.from_env(), receipt_ttl=timedelta(seconds=parse_duration(ttl))
+            )
         return cls(fetch=FetchPolicy.from_env())
 
 
@@ -180,15 +185,21 @@ def retrieve(
         try:
             outcome = _retrieve_content(url, kind, language, config, cancel)
         except KeyboardInterrupt:
-            _settle(store, row, _Outcome(kind, "cancelled", "cancelled", retrieved_at=_stamp(
-                config.clock())), None, config)
+            _settle(
+                store,
+                row,
+                _Outcome(kind, "cancelled", "cancelled", retrieved_at=_stamp(config.clock())),
+                None,
+                config,
+            )
             raise
         evidence = None
         with store.writing(wait=True):
             with store.transaction() as conn:
                 if outcome.status in ("ready", "partial"):
-                    evidence = _store_evidence(store, conn, workspace_id, url, kind, language,
-                                               outcome, config)
+                    evidence = _store_evidence(
+                        store, conn, workspace_id, url, kind, language, outcome, config
+                    )
                 row = _settle(store, row, outcome, evidence, config)
             store.sync_index(wait=True)
         return {"retrieval": _payload(row)}
@@ -216,11 +227,11 @@ def _check_arguments(url: str, kind: str, language: str | None) -> None:
         raise InvalidInput("url: must be a URI of at most 2048 characters", field="url")
     if not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:[^\s]+$", url):
         raise InvalidInput(f"url: must be an absolute URI; got {url[:100]!r}", field="url")
-    if language is not None and (
-        not re.match(LANGUAGE_PATTERN, language) or len(language) > 35
-    ):
-        raise InvalidInput(f"language: must be a language tag such as en or nb-NO; got "
-                           f"{language[:40]!r}", field="language")
+    if language is not None and (not re.match(LANGUAGE_PATTERN, language) or len(language) > 35):
+        raise InvalidInput(
+            f"language: must be a language tag such as en or nb-NO; got {language[:40]!r}",
+            field="language",
+        )
 
 
 # -- receipts ------------------------------------------------------------------
@@ -248,15 +259,22 @@ def _open_receipt(
         ).fetchone()
         if found is None:
             row = {
-                "id": new_id(), "workspace_id": workspace_id, "mutation_id": mutation_id,
-                "arguments": arguments, "state": "running", "kind": kind,
-                "created_at": _stamp(now), "settled_at": None,
-                "valid_until": _stamp(now + config.receipt_ttl), "result": None,
-                "evidence_id": None, "evidence_revision": None, "owner": json.dumps(_owner()),
+                "id": new_id(),
+                "workspace_id": workspace_id,
+                "mutation_id": mutation_id,
+                "arguments": arguments,
+                "state": "running",
+                "kind": kind,
+                "created_at": _stamp(now),
+                "settled_at": None,
+                "valid_until": _stamp(now + config.receipt_ttl),
+                "result": None,
+                "evidence_id": None,
+                "evidence_revision": None,
+                "owner": json.dumps(_owner()),
             }
             conn.execute(
-                f"INSERT INTO retrievals ({_RECEIPT_COLUMNS}) VALUES "
-                f"({', '.join('?' * len(row))})",
+                f"INSERT INTO retrievals ({_RECEIPT_COLUMNS}) VALUES ({', '.join('?' * len(row))})",
                 tuple(row.values()),
             )
             return row, True
@@ -276,14 +294,19 @@ def _open_receipt(
             state = "expired"
         if state != row["state"]:
             row["state"] = state
-            conn.execute("UPDATE retrievals SET state = ?, settled_at = ? WHERE id = ?",
-                         (state, row["settled_at"], row["id"]))
+            conn.execute(
+                "UPDATE retrievals SET state = ?, settled_at = ? WHERE id = ?",
+                (state, row["settled_at"], row["id"]),
+            )
         return row, False
 
 
 def _owner() -> dict[str, Any]:
-    return {"host": socket.gethostname(), "pid": os.getpid(),
-            "started": _process_start(os.getpid())}
+    return {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "started": _process_start(os.getpid()),
+    }
 
 
 def _process_start(pid: int) -> str | None:
@@ -344,8 +367,14 @@ def _settle(
         conn.execute(
             "UPDATE retrievals SET state = ?, settled_at = ?, result = ?, evidence_id = ?, "
             "evidence_revision = ? WHERE id = ?",
-            (settled["state"], settled["settled_at"], settled["result"],
-             settled["evidence_id"], settled["evidence_revision"], row["id"]),
+            (
+                settled["state"],
+                settled["settled_at"],
+                settled["result"],
+                settled["evidence_id"],
+                settled["evidence_revision"],
+                row["id"],
+            ),
         )
     return settled
 
@@ -403,9 +432,16 @@ def _store_evidence(
     evidence_id = evidence_id_for(workspace_id, url, kind, language)
     document = outcome.document
     content_hash = hashlib.sha256(
-        json.dumps([document.kind, outcome.title, outcome.description, outcome.text,
-                    [(s.start_ms, s.end_ms) for s in outcome.segments]],
-                   ensure_ascii=False).encode()
+        json.dumps(
+            [
+                document.kind,
+                outcome.title,
+                outcome.description,
+                outcome.text,
+                [(s.start_ms, s.end_ms) for s in outcome.segments],
+            ],
+            ensure_ascii=False,
+        ).encode()
     ).hexdigest()
     now = config.clock()
     known = conn.execute(
@@ -421,8 +457,13 @@ def _store_evidence(
     version_rowid = conn.execute(
         "INSERT INTO source_versions (version_id, source_id, started_at, finished_at, status, "
         "summary) VALUES (?, ?, ?, ?, 'completed', ?)",
-        (new_id(), source_id, _stamp(now), _stamp(now),
-         json.dumps({"evidence_id": evidence_id, "revision": revision})),
+        (
+            new_id(),
+            source_id,
+            _stamp(now),
+            _stamp(now),
+            json.dumps({"evidence_id": evidence_id, "revision": revision}),
+        ),
     ).lastrowid
     if document.segments:
         _, drafts = chunk_segments(document.segments, target_tokens=store.chunk_tokens)
@@ -458,14 +499,23 @@ def _store_evidence(
         "ON CONFLICT(evidence_id) DO UPDATE SET report_id = excluded.report_id, "
         "revision = excluded.revision, content_hash = excluded.content_hash, "
         "updated_at = excluded.updated_at",
-        (evidence_id, workspace_id, url, kind, language, report_id, revision, content_hash,
-         _stamp(now), _stamp(now)),
+        (
+            evidence_id,
+            workspace_id,
+            url,
+            kind,
+            language,
+            report_id,
+            revision,
+            content_hash,
+            _stamp(now),
+            _stamp(now),
+        ),
     )
     return evidence_id, revision
 
 
-def _workspace_source(conn: sqlite3.Connection, name: str, workspace_id: str,
-                      now: datetime) -> int:
+def _workspace_source(conn: sqlite3.Connection, name: str, workspace_id: str, now: datetime) -> int:
     row = conn.execute("SELECT id, kind FROM sources WHERE name = ?", (name,)).fetchone()
     if row is not None:
         if row[1] != "workspace":
@@ -474,10 +524,13 @@ def _workspace_source(conn: sqlite3.Connection, name: str, workspace_id: str,
                 "this workspace cannot be stored"
             )
         return int(row[0])
-    return int(conn.execute(
-        "INSERT INTO sources (name, root, kind, created_at) VALUES (?, ?, 'workspace', ?)",
-        (name, workspace_id, _stamp(now)),
-    ).lastrowid or 0)
+    return int(
+        conn.execute(
+            "INSERT INTO sources (name, root, kind, created_at) VALUES (?, ?, 'workspace', ?)",
+            (name, workspace_id, _stamp(now)),
+        ).lastrowid
+        or 0
+    )
 
 
 # -- the tool ------------------------------------------------------------------
@@ -521,21 +574,52 @@ TOOL = Tool(
     "Read a public research source",
     DESCRIPTION,
     (
-        Param("url", "string", "The https URL of a public page or caption file.",
-              required=True, max_length=2048, format="uri"),
-        Param("kind", "string", "url_text: a page's text; published_captions: caption "
-              "segments.", required=True, enum=KINDS),
-        Param("language", "string", "Language tag wanted (picks the caption track).",
-              min_length=1, max_length=35, pattern=LANGUAGE_PATTERN),
-        Param("workspace_id", "string", "The workspace the evidence belongs to.",
-              required=True, format="uuid"),
-        Param("mutation_id", "string", "Idempotency key: reuse it to get the same receipt.",
-              required=True, format="uuid"),
+        Param(
+            "url",
+            "string",
+            "The https URL of a public page or caption file.",
+            required=True,
+            max_length=2048,
+            format="uri",
+        ),
+        Param(
+            "kind",
+            "string",
+            "url_text: a page's text; published_captions: caption segments.",
+            required=True,
+            enum=KINDS,
+        ),
+        Param(
+            "language",
+            "string",
+            "Language tag wanted (picks the caption track).",
+            min_length=1,
+            max_length=35,
+            pattern=LANGUAGE_PATTERN,
+        ),
+        Param(
+            "workspace_id",
+            "string",
+            "The workspace the evidence belongs to.",
+            required=True,
+            format="uuid",
+        ),
+        Param(
+            "mutation_id",
+            "string",
+            "Idempotency key: reuse it to get the same receipt.",
+            required=True,
+            format="uuid",
+        ),
     ),
     _run,
     read_only=False,
-    annotations={"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
-                 "openWorldHint": True},
+    annotations={
+        "readOnlyHint": False,
+        "destructiveHint": False,
+        "idempotentHint": True,
+        "openWorldHint": True,
+    },
     profile="full",
     scope="agent:research",
     schema_override=INPUT_SCHEMA,

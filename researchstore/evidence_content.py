@@ -98,8 +98,7 @@ class _Outcome:
             "title": _clip(self.title, 200),
             "description": _clip(self.description, 2000),
             "segments": [
-                {"start_ms": s.start_ms, "end_ms": s.end_ms, "text": s.text}
-                for s in self.segments
+                {"start_ms": s.start_ms, "end_ms": s.end_ms, "text": s.text} for s in self.segments
             ],
             "provenance": {
                 "source_url": source_url,
@@ -144,7 +143,10 @@ def _same_language(wanted: str, declared: str) -> bool:
 
 
 def _retrieve_content(
-    url: str, kind: str, language: str | None, config: RetrievalConfig,
+    url: str,
+    kind: str,
+    language: str | None,
+    config: RetrievalConfig,
     cancel: threading.Event | None,
 ) -> _Outcome:
     """Fetch and read ``url``; every failure becomes an outcome, never an exception."""
@@ -159,23 +161,37 @@ def _retrieve_content(
 
 def _failure(kind: str, error: FetchError, config: RetrievalConfig) -> _Outcome:
     return _Outcome(
-        kind, error.status, error.reason, source_url=error.url,
-        retrieved_at=_stamp(config.clock()), retry_after_seconds=error.retry_after_seconds,
+        kind,
+        error.status,
+        error.reason,
+        source_url=error.url,
+        retrieved_at=_stamp(config.clock()),
+        retry_after_seconds=error.retry_after_seconds,
     )
 
 
 def _get(
-    url: str, accept: str, language: str | None, config: RetrievalConfig, deadline: float,
+    url: str,
+    accept: str,
+    language: str | None,
+    config: RetrievalConfig,
+    deadline: float,
     cancel: threading.Event | None,
 ) -> Fetched:
     headers = {"Accept-Language": f"{language}, *;q=0.5"} if language else None
-    return fetch(url, policy=config.fetch, accept=accept, headers=headers, deadline=deadline,
-                 cancel=cancel)
+    return fetch(
+        url, policy=config.fetch, accept=accept, headers=headers, deadline=deadline, cancel=cancel
+    )
 
 
 def _fetched_outcome(kind: str, fetched: Fetched, config: RetrievalConfig) -> _Outcome:
-    outcome = _Outcome(kind, "ready", source_url=fetched.url,
-                       retrieved_at=_stamp(config.clock()), mime_type=fetched.media_type)
+    outcome = _Outcome(
+        kind,
+        "ready",
+        source_url=fetched.url,
+        retrieved_at=_stamp(config.clock()),
+        mime_type=fetched.media_type,
+    )
     if not fetched.complete:
         outcome.flag("partial", "source_partial")
     return outcome
@@ -185,11 +201,20 @@ def _fetched_outcome(kind: str, fetched: Fetched, config: RetrievalConfig) -> _O
 
 
 def _read_page_text(
-    url: str, language: str | None, config: RetrievalConfig, deadline: float,
+    url: str,
+    language: str | None,
+    config: RetrievalConfig,
+    deadline: float,
     cancel: threading.Event | None,
 ) -> _Outcome:
-    fetched = _get(url, "text/html, application/xhtml+xml, text/plain;q=0.8, */*;q=0.1",
-                   language, config, deadline, cancel)
+    fetched = _get(
+        url,
+        "text/html, application/xhtml+xml, text/plain;q=0.8, */*;q=0.1",
+        language,
+        config,
+        deadline,
+        cancel,
+    )
     outcome = _fetched_outcome("url_text", fetched, config)
     media_type = fetched.media_type
     if media_type in _CAPTION_TYPES:
@@ -199,8 +224,14 @@ def _read_page_text(
     if media_type in _HTML_TYPES or (media_type in _VAGUE_TYPES and _looks_like_html(fetched)):
         parsed = _parse(parse_html, _with_charset(fetched), "html", max_nodes=config.max_nodes)
         if _login_wall(fetched, parsed):
-            return _Outcome("url_text", "blocked", "login_required", source_url=fetched.url,
-                            retrieved_at=outcome.retrieved_at, mime_type=media_type)
+            return _Outcome(
+                "url_text",
+                "blocked",
+                "login_required",
+                source_url=fetched.url,
+                retrieved_at=outcome.retrieved_at,
+                mime_type=media_type,
+            )
     elif media_type == "text/plain":
         parsed = _parse(parse_text, fetched.body, "text")
     else:
@@ -214,8 +245,9 @@ def _read_page_text(
     if parsed.status == "invalid":
         return _without_content(outcome, "unsupported", "unsupported_content")
     if parsed.status == "partial":
-        outcome.flag("partial", "nodes_limited" if parsed.reason == "nodes_limited"
-                     else "response_too_large")
+        outcome.flag(
+            "partial", "nodes_limited" if parsed.reason == "nodes_limited" else "response_too_large"
+        )
     blocks, limited = _limit_blocks(parsed.blocks)
     if limited:
         outcome.flag("partial", "text_limited")
@@ -228,8 +260,12 @@ def _read_page_text(
         return _without_content(outcome, "empty", "no_text")
     outcome.content_kind = "document_text"
     outcome.document = replace(
-        parsed, blocks=blocks, segments=[], status="ok" if outcome.status == "ready" else "partial",
-        reason=outcome.reason, skipped=parsed.skipped[:100],
+        parsed,
+        blocks=blocks,
+        segments=[],
+        status="ok" if outcome.status == "ready" else "partial",
+        reason=outcome.reason,
+        skipped=parsed.skipped[:100],
     )
     return outcome
 
@@ -241,8 +277,12 @@ def _parse(
     try:
         return parser(data, **options)
     except Exception as error:  # noqa: BLE001 - the parsers' contract: content never raises
-        return ParsedDocument(kind=kind, status="invalid", reason="parser_error",
-                              skipped=[f"{type(error).__name__}: {error}"[:500]])
+        return ParsedDocument(
+            kind=kind,
+            status="invalid",
+            reason="parser_error",
+            skipped=[f"{type(error).__name__}: {error}"[:500]],
+        )
 
 
 def _without_content(outcome: _Outcome, status: str, reason: str) -> _Outcome:
@@ -260,8 +300,10 @@ def _looks_like_html(fetched: Fetched) -> bool:
 def _with_charset(fetched: Fetched) -> bytes:
     """The body, with the header's charset made visible to the parser (the header wins)."""
     body = fetched.body
-    if fetched.charset and declared_encoding(body) is None and not body.startswith(
-        (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
+    if (
+        fetched.charset
+        and declared_encoding(body) is None
+        and not body.startswith((b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff"))
     ):
         label = re.sub(r"[^A-Za-z0-9_.:-]", "", fetched.charset)[:40]
         return f'<meta charset="{label}">'.encode("ascii") + body
@@ -300,7 +342,7 @@ def _cut_at_word(text: str, room: int) -> str:
     if room <= 0:
         return ""
     cut = text[:room]
-    if len(text) > room and " " in cut[room // 2:]:
+    if len(text) > room and " " in cut[room // 2 :]:
         cut = cut[: cut.rindex(" ")]
     return cut.rstrip()
 
@@ -309,11 +351,16 @@ def _cut_at_word(text: str, room: int) -> str:
 
 
 def _read_captions(
-    url: str, language: str | None, config: RetrievalConfig, deadline: float,
+    url: str,
+    language: str | None,
+    config: RetrievalConfig,
+    deadline: float,
     cancel: threading.Event | None,
 ) -> _Outcome:
-    accept = ("text/vtt, application/x-subrip, text/srt, text/html;q=0.8, "
-              "application/xhtml+xml;q=0.8, */*;q=0.1")
+    accept = (
+        "text/vtt, application/x-subrip, text/srt, text/html;q=0.8, "
+        "application/xhtml+xml;q=0.8, */*;q=0.1"
+    )
     fetched = _get(url, accept, language, config, deadline, cancel)
     page: ParsedDocument | None = None
     track_language: str | None = None
@@ -378,9 +425,14 @@ def _caption_outcome(
     outcome.text = "\n".join(segment.text for segment in segments)
     outcome.content_kind = "published_caption_file"
     outcome.document = replace(
-        parsed, segments=segments, blocks=[], title=outcome.title,
-        description=outcome.description, language=outcome.language,
-        status="ok" if outcome.status == "ready" else "partial", reason=outcome.reason,
+        parsed,
+        segments=segments,
+        blocks=[],
+        title=outcome.title,
+        description=outcome.description,
+        language=outcome.language,
+        status="ok" if outcome.status == "ready" else "partial",
+        reason=outcome.reason,
         skipped=parsed.skipped[:100],
     )
     return outcome
@@ -459,8 +511,9 @@ class _TrackFinder(HTMLParser):
             kind = "subtitles"
         src = (attributes.get("src") or "").strip()
         if kind in ("captions", "subtitles") and src:
-            self.tracks.append(_Track(src, kind, attributes.get("srclang"),
-                                      "default" in attributes))
+            self.tracks.append(
+                _Track(src, kind, attributes.get("srclang"), "default" in attributes)
+            )
 
 
 def _find_tracks(fetched: Fetched) -> list[_Track]:
@@ -491,5 +544,3 @@ def _choose_track(tracks: list[_Track], language: str | None) -> _Track | None:
             if track.srclang and match(track.srclang.strip().lower().replace("_", "-")):
                 return track
     return None
-
-

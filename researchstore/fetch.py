@@ -367,20 +367,29 @@ def _run_resolver(policy: FetchPolicy, target: Target, guard: _Guard) -> list[st
     if thread.is_alive():
         if guard.remaining() <= 0:
             raise FetchError("unavailable", "timeout", "the total time limit ran out")
-        raise FetchError("unavailable", "egress_unavailable",
-                         f"no DNS answer for {target.host} within {policy.dns_timeout_s:g}s")
+        raise FetchError(
+            "unavailable",
+            "egress_unavailable",
+            f"no DNS answer for {target.host} within {policy.dns_timeout_s:g}s",
+        )
     if failure:
         error = failure[0]
         if isinstance(error, socket.gaierror):
-            if error.errno in (socket.EAI_NONAME, getattr(socket, "EAI_NODATA", None),
-                               getattr(socket, "EAI_ADDRFAMILY", None)):
-                raise FetchError("unavailable", "not_found",
-                                 f"{target.host}: no such host ({error})") from None
-            raise FetchError("unavailable", "egress_unavailable",
-                             f"{target.host} could not be resolved: {error}") from None
+            if error.errno in (
+                socket.EAI_NONAME,
+                getattr(socket, "EAI_NODATA", None),
+                getattr(socket, "EAI_ADDRFAMILY", None),
+            ):
+                raise FetchError(
+                    "unavailable", "not_found", f"{target.host}: no such host ({error})"
+                ) from None
+            raise FetchError(
+                "unavailable", "egress_unavailable", f"{target.host} could not be resolved: {error}"
+            ) from None
         if isinstance(error, OSError):
-            raise FetchError("unavailable", "egress_unavailable",
-                             f"{target.host} could not be resolved: {error}") from None
+            raise FetchError(
+                "unavailable", "egress_unavailable", f"{target.host} could not be resolved: {error}"
+            ) from None
         raise error
     return [str(address) for address in answer[0]]
 
@@ -587,10 +596,14 @@ def fetch(
     ``deadline`` (``time.monotonic()``) lets several fetches share one limit.
     """
     if not policy.egress:
-        raise FetchError("unavailable", "egress_unavailable",
-                         "network access is turned off (RESEARCHSTORE_EGRESS)")
-    guard = _Guard(deadline if deadline is not None else time.monotonic() + policy.timeout_s,
-                   cancel)
+        raise FetchError(
+            "unavailable",
+            "egress_unavailable",
+            "network access is turned off (RESEARCHSTORE_EGRESS)",
+        )
+    guard = _Guard(
+        deadline if deadline is not None else time.monotonic() + policy.timeout_s, cancel
+    )
     request_headers = {
         "User-Agent": policy.user_agent,
         "Accept": accept,
@@ -607,14 +620,21 @@ def fetch(
         outcome = _get(target, addresses, policy, guard, request_headers)
         if isinstance(outcome, Fetched):
             return Fetched(
-                url=outcome.url, status_code=outcome.status_code, media_type=outcome.media_type,
-                charset=outcome.charset, body=outcome.body, complete=outcome.complete,
-                redirects=tuple(redirects), address=outcome.address, headers=outcome.headers,
+                url=outcome.url,
+                status_code=outcome.status_code,
+                media_type=outcome.media_type,
+                charset=outcome.charset,
+                body=outcome.body,
+                complete=outcome.complete,
+                redirects=tuple(redirects),
+                address=outcome.address,
+                headers=outcome.headers,
             )
         redirects.append(outcome)
         current = outcome
-    raise FetchError("unavailable", "unavailable",
-                     f"more than {policy.max_redirects} redirects", url=current)
+    raise FetchError(
+        "unavailable", "unavailable", f"more than {policy.max_redirects} redirects", url=current
+    )
 
 
 def _get(
@@ -629,11 +649,13 @@ def _get(
     transport = _PinnedTransport(backend, _ssl_context(policy))
     timeout = httpx.Timeout(connect=policy.connect_timeout_s, read=None, write=10.0, pool=1.0)
     url = str(target.url)
-    with httpx.Client(transport=transport, trust_env=False, follow_redirects=False,
-                      timeout=timeout) as client:
+    with httpx.Client(
+        transport=transport, trust_env=False, follow_redirects=False, timeout=timeout
+    ) as client:
         try:
-            response = client.send(client.build_request("GET", target.url, headers=headers),
-                                   stream=True)
+            response = client.send(
+                client.build_request("GET", target.url, headers=headers), stream=True
+            )
         except httpx.HTTPError as error:
             raise _transport_failure(error, guard, target, backend=backend) from None
         try:
@@ -653,8 +675,13 @@ def _read_response(
     if code in REDIRECT_CODES:
         location = response.headers.get("location", "").strip()
         if not location or len(location) > _MAX_LOCATION:
-            raise FetchError("unavailable", "unavailable",
-                             f"HTTP {code} without a usable Location", url=url, http_status=code)
+            raise FetchError(
+                "unavailable",
+                "unavailable",
+                f"HTTP {code} without a usable Location",
+                url=url,
+                http_status=code,
+            )
         try:
             return str(httpx.URL(url).join(location).copy_with(fragment=None))
         except (httpx.InvalidURL, ValueError) as error:
@@ -663,9 +690,13 @@ def _read_response(
         raise _status_failure(response, url)
     length = response.headers.get("content-length", "").strip()
     if length.isdigit() and int(length) > policy.max_bytes:
-        raise FetchError("unsupported", "response_too_large",
-                         f"the response declares {length} bytes; the limit is {policy.max_bytes}",
-                         url=url, http_status=code)
+        raise FetchError(
+            "unsupported",
+            "response_too_large",
+            f"the response declares {length} bytes; the limit is {policy.max_bytes}",
+            url=url,
+            http_status=code,
+        )
     raw_total = 0
     complete = True
     try:
@@ -674,24 +705,35 @@ def _read_response(
             for raw in response.iter_raw():
                 raw_total += len(raw)
                 if raw_total > policy.max_bytes:
-                    raise FetchError("unsupported", "response_too_large",
-                                     f"the response is over {policy.max_bytes} bytes", url=url,
-                                     http_status=code)
+                    raise FetchError(
+                        "unsupported",
+                        "response_too_large",
+                        f"the response is over {policy.max_bytes} bytes",
+                        url=url,
+                        http_status=code,
+                    )
                 decoder.feed(raw)
         except httpx.RemoteProtocolError as error:
             # The server closed before the end of the body: what came is kept.
             if raw_total == 0:
-                raise FetchError("unavailable", "unavailable",
-                                 f"the connection closed before the body: {error}", url=url,
-                                 http_status=code) from None
+                raise FetchError(
+                    "unavailable",
+                    "unavailable",
+                    f"the connection closed before the body: {error}",
+                    url=url,
+                    http_status=code,
+                ) from None
             complete = False
         except httpx.HTTPError as error:
             raise _transport_failure(error, guard, None, url=url) from None
         body = decoder.finish(strict=complete)
     except ContentTooLarge:
-        raise FetchError("unsupported", "response_too_large",
-                         f"the decoded response is over {policy.max_bytes} bytes",
-                         url=url) from None
+        raise FetchError(
+            "unsupported",
+            "response_too_large",
+            f"the decoded response is over {policy.max_bytes} bytes",
+            url=url,
+        ) from None
     except UnsupportedContent as error:
         raise FetchError("unsupported", "unsupported_content", str(error), url=url) from None
     media_type, charset = _content_type(response.headers.get("content-type", ""))
@@ -745,14 +787,31 @@ def _status_failure(response: httpx.Response, url: str) -> FetchError:
     if code in (404, 410):
         return FetchError("unavailable", "not_found", message, url=url, http_status=code)
     if code == 429:
-        return FetchError("rate_limited", "rate_limited", message, url=url,
-                          retry_after_seconds=retry_after, http_status=code)
+        return FetchError(
+            "rate_limited",
+            "rate_limited",
+            message,
+            url=url,
+            retry_after_seconds=retry_after,
+            http_status=code,
+        )
     if code == 408 or code == 504:
-        return FetchError("unavailable", "timeout", message, url=url,
-                          retry_after_seconds=retry_after if code == 504 else None,
-                          http_status=code)
-    return FetchError("unavailable", "unavailable", message, url=url,
-                      retry_after_seconds=retry_after if code >= 500 else None, http_status=code)
+        return FetchError(
+            "unavailable",
+            "timeout",
+            message,
+            url=url,
+            retry_after_seconds=retry_after if code == 504 else None,
+            http_status=code,
+        )
+    return FetchError(
+        "unavailable",
+        "unavailable",
+        message,
+        url=url,
+        retry_after_seconds=retry_after if code >= 500 else None,
+        http_status=code,
+    )
 
 
 def _transport_failure(
@@ -769,16 +828,23 @@ def _transport_failure(
     if isinstance(error, httpx.TimeoutException):
         return FetchError("unavailable", "timeout", f"{where}: timed out ({error})", url=url)
     cause: BaseException | None = error
-    if backend is not None and backend.failure is not None and isinstance(
-        error, httpx.ConnectError
+    if (
+        backend is not None
+        and backend.failure is not None
+        and isinstance(error, httpx.ConnectError)
     ):
         cause = backend.failure
     while cause is not None:
         if isinstance(cause, ssl.SSLError):
-            return FetchError("unavailable", "unavailable",
-                              f"{where}: TLS failed ({cause})", url=url)
+            return FetchError(
+                "unavailable", "unavailable", f"{where}: TLS failed ({cause})", url=url
+            )
         if isinstance(cause, OSError) and cause.errno in _EGRESS_ERRNOS:
-            return FetchError("unavailable", "egress_unavailable",
-                              f"{where}: the network is unreachable ({cause})", url=url)
+            return FetchError(
+                "unavailable",
+                "egress_unavailable",
+                f"{where}: the network is unreachable ({cause})",
+                url=url,
+            )
         cause = cause.__cause__ or cause.__context__
     return FetchError("unavailable", "unavailable", f"{where}: {error}", url=url)

@@ -39,8 +39,18 @@ def retire_report_chunks(
         "char_start, char_end, text_hash, reason, retired_at, retired_by) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
-            (chunk_id, report_id, path, position, start, end, text_hash(text), reason, now,
-             version_rowid)
+            (
+                chunk_id,
+                report_id,
+                path,
+                position,
+                start,
+                end,
+                text_hash(text),
+                reason,
+                now,
+                version_rowid,
+            )
             for chunk_id, path, position, start, end, text in rows
         ],
     )
@@ -71,8 +81,14 @@ def resolve_chunk(conn: sqlite3.Connection, chunk_id: str) -> dict[str, Any] | N
     """Current, replaced (and by what), gone, or None for an id never seen."""
     current = chunk_rows(conn, "c.chunk_id = ?", (chunk_id,))
     if current:
-        return {"chunk_id": chunk_id, "status": "current", "replaced_at": None,
-                "replaced_by_run": None, "match": "same_id", "chunks": current}
+        return {
+            "chunk_id": chunk_id,
+            "status": "current",
+            "replaced_at": None,
+            "replaced_by_run": None,
+            "match": "same_id",
+            "chunks": current,
+        }
     row = conn.execute(
         "SELECT h.report_id, h.document_path, h.char_start, h.char_end, h.text_hash, h.reason, "
         "h.retired_at, v.version_id FROM chunk_history h "

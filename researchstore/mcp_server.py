@@ -63,11 +63,23 @@ INGEST_FILE = Tool(
     "Returns the ingest summary (new / modified / unchanged, documents, chunks, and any "
     "file skipped with its reason). Available over stdio only.",
     (
-        Param("path", "string", "Path of the file on this machine (absolute, or relative "
-              "to the server's working directory).", required=True, min_length=1,
-              max_length=4096),
-        Param("source", "string", "Source to file the report under.", default="local-files",
-              min_length=1, max_length=200),
+        Param(
+            "path",
+            "string",
+            "Path of the file on this machine (absolute, or relative "
+            "to the server's working directory).",
+            required=True,
+            min_length=1,
+            max_length=4096,
+        ),
+        Param(
+            "source",
+            "string",
+            "Source to file the report under.",
+            default="local-files",
+            min_length=1,
+            max_length=200,
+        ),
     ),
     _ingest_file,
     read_only=False,
@@ -220,16 +232,23 @@ class ApiKeyMiddleware:
         if key:
             principal = await anyio.to_thread.run_sync(auth.authenticate, self.store, key)
         if principal is None:
-            await _refuse(send, "a valid x-api-key header is required" if key is None
-                          else "the x-api-key is not valid (wrong or revoked)")
+            await _refuse(
+                send,
+                "a valid x-api-key header is required"
+                if key is None
+                else "the x-api-key is not valid (wrong or revoked)",
+            )
             return
         from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
         from mcp.server.auth.provider import AccessToken
 
         scope[PRINCIPAL_SCOPE_KEY] = principal
         scope["user"] = AuthenticatedUser(
-            AccessToken(token=principal.key_id or "", client_id=principal.key_id or "",
-                        scopes=sorted(principal.scopes))
+            AccessToken(
+                token=principal.key_id or "",
+                client_id=principal.key_id or "",
+                scopes=sorted(principal.scopes),
+            )
         )
         await self.app(scope, receive, send)
 
@@ -288,8 +307,9 @@ def http_app(store: Store, *, profile: str = "core", host: str = "127.0.0.1") ->
             allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
             allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
         )
-    manager = StreamableHTTPSessionManager(app=server, json_response=True,
-                                           security_settings=security)
+    manager = StreamableHTTPSessionManager(
+        app=server, json_response=True, security_settings=security
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:

@@ -249,8 +249,13 @@ def get_document_chunks(
         "SELECT id, chunk_count FROM documents WHERE document_id = ?", (document_id,)
     ).fetchone()
     if row is None:
-        return {"found": False, "document_id": document_id, "from": start,
-                "total_chunks": 0, "chunks": []}
+        return {
+            "found": False,
+            "document_id": document_id,
+            "from": start,
+            "total_chunks": 0,
+            "chunks": [],
+        }
     chunks = [
         _chunk(r)
         for r in conn.execute(

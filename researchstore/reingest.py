@@ -65,8 +65,10 @@ def reingest(
                 summary = IngestSummary(source=name, version_id="")
                 summary.failed = 1
                 summary.failures.append(
-                    {"report": "*", "reason": f"source root {root} is not a directory; "
-                     "nothing was changed"}
+                    {
+                        "report": "*",
+                        "reason": f"source root {root} is not a directory; nothing was changed",
+                    }
                 )
                 summaries.append(summary)
                 continue
@@ -74,18 +76,31 @@ def reingest(
             if kind == "files" and keys is None:
                 # Single files ingested one by one: refresh them by name,
                 # never walk the file system from their common root.
-                keys = [key for (key,) in store.conn.execute(
-                    "SELECT r.key FROM reports r JOIN sources s ON s.id = r.source_id "
-                    "WHERE s.name = ?", (name,))]
+                keys = [
+                    key
+                    for (key,) in store.conn.execute(
+                        "SELECT r.key FROM reports r JOIN sources s ON s.id = r.source_id "
+                        "WHERE s.name = ?",
+                        (name,),
+                    )
+                ]
             summaries.append(
-                ingest_source(store, Path(root), name=name, remove_missing=True,
-                              only=keys, kind=kind, progress=progress)
+                ingest_source(
+                    store,
+                    Path(root),
+                    name=name,
+                    remove_missing=True,
+                    only=keys,
+                    kind=kind,
+                    progress=progress,
+                )
             )
         return summaries
 
 
-def run_every(interval: float, run_once: Callable[[], None], *,
-              stop: threading.Event | None = None) -> None:
+def run_every(
+    interval: float, run_once: Callable[[], None], *, stop: threading.Event | None = None
+) -> None:
     """Call ``run_once`` now and then every ``interval`` seconds until stopped.
 
     SIGTERM and SIGINT end the loop between runs (never in the middle of

@@ -227,8 +227,7 @@ def _create_evidence(db: sqlite_utils.Database) -> None:
             "owner": str,
         },
         pk="id",
-        not_null={"workspace_id", "mutation_id", "arguments", "state", "created_at",
-                  "valid_until"},
+        not_null={"workspace_id", "mutation_id", "arguments", "state", "created_at", "valid_until"},
     )
     db["retrievals"].create_index(["workspace_id", "mutation_id"], unique=True)
     db["evidence"].create(
@@ -253,7 +252,10 @@ def _create_evidence(db: sqlite_utils.Database) -> None:
 
 
 MIGRATIONS: list[Migration] = [
-    _create_core, _create_api_keys, _create_chunk_history, _create_evidence,
+    _create_core,
+    _create_api_keys,
+    _create_chunk_history,
+    _create_evidence,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

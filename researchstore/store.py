@@ -49,7 +49,10 @@ _REBUILD_BATCH = 5_000
 def connect(path: Path) -> sqlite3.Connection:
     """A connection in autocommit mode: every transaction is explicit."""
     conn = sqlite3.connect(
-        path, isolation_level=None, check_same_thread=False, cached_statements=256,
+        path,
+        isolation_level=None,
+        check_same_thread=False,
+        cached_statements=256,
         timeout=BUSY_TIMEOUT_MS / 1000,
     )
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
@@ -306,9 +309,9 @@ class Store:
         index = SearchIndex.create(temporary)
         index.writer(bulk=True)
         with self.reading():
-            total = self.conn.execute(
-                "SELECT count(*) FROM chunks WHERE status = 'ok'"
-            ).fetchone()[0]
+            total = self.conn.execute("SELECT count(*) FROM chunks WHERE status = 'ok'").fetchone()[
+                0
+            ]
             row = self.conn.execute(
                 "SELECT seq FROM sqlite_sequence WHERE name = 'index_pending'"
             ).fetchone()
@@ -438,7 +441,9 @@ class Store:
         from researchstore.ingest.pipeline import ingest_source
 
         return ingest_source(
-            self, Path(source_dir), name=name,
+            self,
+            Path(source_dir),
+            name=name,
             progress=self.progress if progress is None else progress,
         )
 
@@ -528,8 +533,10 @@ class Store:
             found = self.index.top(tantivy_query, limit=page, offset=offset, searcher=searcher)
             position = 0
             while position < len(found):
-                if len(hits) >= limit and last_score is not None and (
-                    found[position][0] < last_score
+                if (
+                    len(hits) >= limit
+                    and last_score is not None
+                    and (found[position][0] < last_score)
                 ):
                     return hits, dropped  # past the last tie
                 end = min(len(found), position + max(1, limit - len(hits)))

@@ -309,26 +309,62 @@ TOOLS: dict[str, Tool] = {
             "snippet (matches in <b>), tags, position and caption times. Any text is a valid "
             "query; put words in double quotes to ask for a phrase.",
             (
-                Param("query", "string", "What to look for, in plain words.", required=True,
-                      min_length=1, max_length=4096),
-                Param("limit", "integer", "How many hits to return.", default=10,
-                      minimum=1, maximum=50),
-                Param("report_id", "integer", "Only chunks of this report.", minimum=1,
-                      maximum=MAX_SAFE_INTEGER),
-                Param("tags", "object",
-                      'Only reports with these tags, e.g. {"audience": "students"}; a list '
-                      "of values matches any of them."),
-                Param("date_from", "string", "Only reports dated on or after (YYYY-MM-DD).",
-                      format="date"),
-                Param("date_to", "string", "Only reports dated on or before (YYYY-MM-DD).",
-                      format="date"),
-                Param("source", "string", "Only chunks of this source (its name).",
-                      min_length=1, max_length=200),
+                Param(
+                    "query",
+                    "string",
+                    "What to look for, in plain words.",
+                    required=True,
+                    min_length=1,
+                    max_length=4096,
+                ),
+                Param(
+                    "limit",
+                    "integer",
+                    "How many hits to return.",
+                    default=10,
+                    minimum=1,
+                    maximum=50,
+                ),
+                Param(
+                    "report_id",
+                    "integer",
+                    "Only chunks of this report.",
+                    minimum=1,
+                    maximum=MAX_SAFE_INTEGER,
+                ),
+                Param(
+                    "tags",
+                    "object",
+                    'Only reports with these tags, e.g. {"audience": "students"}; a list '
+                    "of values matches any of them.",
+                ),
+                Param(
+                    "date_from",
+                    "string",
+                    "Only reports dated on or after (YYYY-MM-DD).",
+                    format="date",
+                ),
+                Param(
+                    "date_to",
+                    "string",
+                    "Only reports dated on or before (YYYY-MM-DD).",
+                    format="date",
+                ),
+                Param(
+                    "source",
+                    "string",
+                    "Only chunks of this source (its name).",
+                    min_length=1,
+                    max_length=200,
+                ),
                 Param("kind", "string", "Only documents of this kind.", enum=DOCUMENT_KINDS),
-                Param("workspace_id", "string",
-                      "Search only the evidence retrieved into this workspace "
-                      "(research_evidence_retrieve); without it, no evidence is searched.",
-                      format="uuid"),
+                Param(
+                    "workspace_id",
+                    "string",
+                    "Search only the evidence retrieved into this workspace "
+                    "(research_evidence_retrieve); without it, no evidence is searched.",
+                    format="uuid",
+                ),
             ),
             _search,
         ),
@@ -347,8 +383,16 @@ TOOLS: dict[str, Tool] = {
             "research_get_report",
             "Get report",
             "A report's metadata, tags and documents; null when there is no such report.",
-            (Param("report_id", "integer", "The report_id from a search hit or chunk.",
-                   required=True, minimum=1, maximum=MAX_SAFE_INTEGER),),
+            (
+                Param(
+                    "report_id",
+                    "integer",
+                    "The report_id from a search hit or chunk.",
+                    required=True,
+                    minimum=1,
+                    maximum=MAX_SAFE_INTEGER,
+                ),
+            ),
             _get_report,
         ),
         Tool(
@@ -356,8 +400,16 @@ TOOLS: dict[str, Tool] = {
             "Get chunks",
             "Fetch the full content of 1-20 chunks by id in one batched call, in the order "
             "asked; ids that do not exist are listed in not_found.",
-            (Param("ids", "array", "Array of 1-20 chunk UUIDs.", required=True,
-                   min_items=1, max_items=20),),
+            (
+                Param(
+                    "ids",
+                    "array",
+                    "Array of 1-20 chunk UUIDs.",
+                    required=True,
+                    min_items=1,
+                    max_items=20,
+                ),
+            ),
             _get_chunks,
         ),
         Tool(
@@ -408,10 +460,22 @@ TOOLS: dict[str, Tool] = {
             "total_chunks. A position past the end returns an empty window, not an error.",
             (
                 _anchor("Document UUID."),
-                Param("from", "integer", "Zero-based chunk position to start from.",
-                      default=0, minimum=0, maximum=MAX_SAFE_INTEGER),
-                Param("limit", "integer", "Chunk bodies to return; range 1-100.",
-                      default=20, minimum=1, maximum=100),
+                Param(
+                    "from",
+                    "integer",
+                    "Zero-based chunk position to start from.",
+                    default=0,
+                    minimum=0,
+                    maximum=MAX_SAFE_INTEGER,
+                ),
+                Param(
+                    "limit",
+                    "integer",
+                    "Chunk bodies to return; range 1-100.",
+                    default=20,
+                    minimum=1,
+                    maximum=100,
+                ),
             ),
             _get_document_chunks,
         ),
@@ -484,7 +548,8 @@ def _run_within_workspaces(store: Store, tool: Tool, bound: dict[str, Any]) -> d
         if tool.name == "get_chunks":
             ids = bound["ids"]
             hidden = {
-                chunk_id for chunk_id in ids
+                chunk_id
+                for chunk_id in ids
                 if not _may_read(principal, owning_workspace(conn, "chunk", chunk_id))
             }
             visible = [chunk_id for chunk_id in ids if chunk_id not in hidden]

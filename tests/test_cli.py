@@ -23,9 +23,9 @@ NOTES = "\n\n".join(
 )
 
 
-def commands(group: click.Group, prefix: tuple[str, ...] = ()) -> Iterator[
-    tuple[tuple[str, ...], click.Command]
-]:
+def commands(
+    group: click.Group, prefix: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], click.Command]]:
     for name, command in sorted(group.commands.items()):
         yield (*prefix, name), command
         if isinstance(command, click.Group):
@@ -57,14 +57,15 @@ def ingested(tmp_path_factory: pytest.TempPathFactory) -> Ingested:
     base = tmp_path_factory.mktemp("cli")
     source = base / "source"
     (source / "field" / "bees").mkdir(parents=True)
-    (source / "field" / "bees" / "report.json").write_text(json.dumps(
-        {"title": "Bee colony survey", "date": "2026-03-14", "tags": {"audience": "students"}}
-    ))
+    (source / "field" / "bees" / "report.json").write_text(
+        json.dumps(
+            {"title": "Bee colony survey", "date": "2026-03-14", "tags": {"audience": "students"}}
+        )
+    )
     (source / "field" / "bees" / "notes.txt").write_text(NOTES)
     (source / "memo.txt").write_text("The lecture hall moves to building C.")
     db = str(base / "cli.db")
-    result = invoke("ingest", db, str(source), "--name", "field", "--chunk-tokens", "32",
-                    "--json")
+    result = invoke("ingest", db, str(source), "--name", "field", "--chunk-tokens", "32", "--json")
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert (summary["new"], summary["failed"]) == (2, 0)
@@ -74,8 +75,9 @@ def ingested(tmp_path_factory: pytest.TempPathFactory) -> Ingested:
     document_id = hits[0]["document_id"]
     result = invoke("doc", db, document_id)
     skeleton = envelope_of(result)["result"]["document"]["chunks"]
-    return Ingested(db, skeleton[2]["chunk_id"], skeleton[3]["chunk_id"], document_id,
-                    hits[0]["report_id"])
+    return Ingested(
+        db, skeleton[2]["chunk_id"], skeleton[3]["chunk_id"], document_id, hits[0]["report_id"]
+    )
 
 
 # -- help -------------------------------------------------------------------------
@@ -86,8 +88,9 @@ def test_there_are_commands() -> None:
     assert {"ingest", "search", "chunk", "doc", "call", "parse", "tools"} <= names
 
 
-@pytest.mark.parametrize(("path", "command"), ALL_COMMANDS,
-                         ids=[" ".join(path) for path, _ in ALL_COMMANDS])
+@pytest.mark.parametrize(
+    ("path", "command"), ALL_COMMANDS, ids=[" ".join(path) for path, _ in ALL_COMMANDS]
+)
 def test_every_command_has_help_text(path: tuple[str, ...], command: click.Command) -> None:
     assert (command.help or command.short_help or "").strip(), path
     result = invoke(*path, "--help")
@@ -144,9 +147,24 @@ def test_search_lists_hits(ingested: Ingested) -> None:
 
 
 def test_search_json_is_the_tool_envelope(ingested: Ingested) -> None:
-    result = invoke("search", ingested.db, "varroa", "--json", "--limit", "3",
-                    "--tag", "audience=students", "--date-from", "2026-01-01", "--kind", "text",
-                    "--source", "field", "--report-id", str(ingested.report_id))
+    result = invoke(
+        "search",
+        ingested.db,
+        "varroa",
+        "--json",
+        "--limit",
+        "3",
+        "--tag",
+        "audience=students",
+        "--date-from",
+        "2026-01-01",
+        "--kind",
+        "text",
+        "--source",
+        "field",
+        "--report-id",
+        str(ingested.report_id),
+    )
     assert result.exit_code == 0, result.output
     hits = envelope_of(result)["result"]["hits"]
     assert len(hits) == 3 and {hit["report_id"] for hit in hits} == {ingested.report_id}
@@ -185,8 +203,9 @@ def test_search_invalid_arguments(ingested: Ingested, args: list[str], field: st
     assert (error["code"], error["field"]) == ("invalid_input", field)
 
 
-@pytest.mark.parametrize("args", [["--tag", "no-equals-sign"], ["--kind", "pdf"],
-                                  ["--limit", "many"]])
+@pytest.mark.parametrize(
+    "args", [["--tag", "no-equals-sign"], ["--kind", "pdf"], ["--limit", "many"]]
+)
 def test_search_usage_errors(ingested: Ingested, args: list[str]) -> None:
     result = invoke("search", ingested.db, "varroa", *args)
     assert result.exit_code == 2
@@ -243,8 +262,11 @@ def test_doc_shows_the_skeleton_and_windows(ingested: Ingested) -> None:
 
 @pytest.mark.parametrize(
     ("args", "field"),
-    [(["--from", "0", "--limit", "0"], "limit"), (["--from", "0", "--limit", "101"], "limit"),
-     (["--from", "-1"], "from")],
+    [
+        (["--from", "0", "--limit", "0"], "limit"),
+        (["--from", "0", "--limit", "101"], "limit"),
+        (["--from", "-1"], "from"),
+    ],
 )
 def test_doc_invalid_window(ingested: Ingested, args: list[str], field: str) -> None:
     result = invoke("doc", ingested.db, ingested.document_id, *args)
@@ -272,9 +294,7 @@ def valid_arguments(tool_name: str, ingested: Ingested) -> dict[str, Any] | None
         elif param.name == "chunk_id":
             arguments["chunk_id"] = ingested.chunk_id
         elif param.name == "id":
-            arguments["id"] = (
-                ingested.document_id if "document" in tool_name else ingested.chunk_id
-            )
+            arguments["id"] = ingested.document_id if "document" in tool_name else ingested.chunk_id
         elif param.name == "ids":
             arguments["ids"] = [ingested.other_chunk_id, ingested.chunk_id]
         elif param.name == "report_id":
@@ -397,8 +417,11 @@ def test_a_store_path_that_is_not_a_store_is_a_clear_error(
         db.mkdir()
     else:
         db.write_text("just some notes, not SQLite\n" * 100)
-    args = {"search": ["varroa"], "call": ["research_get_chunk", '{"chunk_id": "x"}'],
-            "chunk": ["x"]}[command]
+    args = {
+        "search": ["varroa"],
+        "call": ["research_get_chunk", '{"chunk_id": "x"}'],
+        "chunk": ["x"],
+    }[command]
     result = invoke(command, str(db), *args)
     assert result.exit_code != 0
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(

@@ -54,8 +54,7 @@ CLI = [sys.executable, "-c", "from researchstore.cli import main; main()"]
 def vtt(cues: int, *, header: str = "", text: str = "Cue {}: the hive was inspected.") -> bytes:
     lines = ["WEBVTT" + (f"\n{header}" if header else ""), ""]
     for number in range(cues):
-        lines += [f"{ms(number * 2000)} --> {ms(number * 2000 + 1500)}",
-                  text.format(number), ""]
+        lines += [f"{ms(number * 2000)} --> {ms(number * 2000 + 1500)}", text.format(number), ""]
     return "\n".join(lines).encode()
 
 
@@ -79,7 +78,8 @@ LECTURE = page(
     "</video><p>A recorded lecture.</p>",
 )
 LOGIN_FORM = page(
-    "Sign in", "<form action='/session'><input name='user'><input type='password' name='pw'>"
+    "Sign in",
+    "<form action='/session'><input name='user'><input type='password' name='pw'>"
     "<button>Sign in</button></form><p>Members only.</p>",
 )
 
@@ -87,41 +87,56 @@ LOGIN_FORM = page(
 @pytest.fixture(scope="module")
 def evidence_site(request: pytest.FixtureRequest) -> Site:
     shared: Site = request.getfixturevalue("site")  # test_fetch's server
-    long_page = page("Long report", "".join(
-        f"<p>Paragraph {number}: dissolved oxygen fell below five milligrams per litre.</p>"
-        for number in range(600)))
-    shared.server.routes.update({
-        "/article.html": static(ARTICLE),
-        "/notes.txt": static(b"Field notes\n\nThe kingfisher nested under the footbridge.\n",
-                             content_type="text/plain; charset=utf-8"),
-        "/long.html": static(long_page),
-        "/nodes.html": static(page("Nodes", "<p>x</p>" * 4000)),
-        "/meta.html": static(b"<html><head><title>Only a title</title><meta name=description "
-                             b"content='And a description.'></head><body></body></html>"),
-        "/blank.html": static(b"<html><body>   </body></html>"),
-        "/login": static(LOGIN_FORM),
-        "/private-notes": redirect("/login?next=/private-notes"),
-        "/members.html": static(LOGIN_FORM),
-        "/image.png": static(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", content_type="image/png"),
-        "/binary.html": static(bytes(range(256)) * 8),
-        "/lecture.html": static(LECTURE),
-        "/captions/lecture-en.vtt": static(vtt(3, header="Language: en"),
-                                           content_type="text/vtt"),
-        "/captions/lecture-nb.srt": static(SRT_NB, content_type="application/x-subrip"),
-        "/captions.vtt": static(vtt(3), content_type="text/vtt; charset=utf-8"),
-        "/captions.srt": static(SRT_NB, content_type="application/x-subrip"),
-        "/served-as-text.vtt": static(vtt(2), content_type="text/plain"),
-        "/many.vtt": static(vtt(1200, text="c{}"), content_type="text/vtt"),
-        "/broken.vtt": static(b"WEBVTT\n\nnot a timing\nhello\n\n00:xx --> 00:01\nworld\n",
-                              content_type="text/vtt"),
-        "/bad-cues.vtt": static(
-            b"WEBVTT\n\n00:00:01.000 --> 00:00:02.000\nGood one\n\n"
-            b"00:00:03.000 --> 00:00:02.000\nBackwards\n\n00:00:04.000 --> 00:00:05.000\n"
-            b"Good two\n", content_type="text/vtt"),
-        "/empty.vtt": static(b"WEBVTT\n\n", content_type="text/vtt"),
-        "/watch": static(page("A video", "<p>Watch this video on the platform.</p>")),
-        "/changing.html": lambda handler: handler.send_bytes(shared.extra["changing"]),
-    })
+    long_page = page(
+        "Long report",
+        "".join(
+            f"<p>Paragraph {number}: dissolved oxygen fell below five milligrams per litre.</p>"
+            for number in range(600)
+        ),
+    )
+    shared.server.routes.update(
+        {
+            "/article.html": static(ARTICLE),
+            "/notes.txt": static(
+                b"Field notes\n\nThe kingfisher nested under the footbridge.\n",
+                content_type="text/plain; charset=utf-8",
+            ),
+            "/long.html": static(long_page),
+            "/nodes.html": static(page("Nodes", "<p>x</p>" * 4000)),
+            "/meta.html": static(
+                b"<html><head><title>Only a title</title><meta name=description "
+                b"content='And a description.'></head><body></body></html>"
+            ),
+            "/blank.html": static(b"<html><body>   </body></html>"),
+            "/login": static(LOGIN_FORM),
+            "/private-notes": redirect("/login?next=/private-notes"),
+            "/members.html": static(LOGIN_FORM),
+            "/image.png": static(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", content_type="image/png"),
+            "/binary.html": static(bytes(range(256)) * 8),
+            "/lecture.html": static(LECTURE),
+            "/captions/lecture-en.vtt": static(
+                vtt(3, header="Language: en"), content_type="text/vtt"
+            ),
+            "/captions/lecture-nb.srt": static(SRT_NB, content_type="application/x-subrip"),
+            "/captions.vtt": static(vtt(3), content_type="text/vtt; charset=utf-8"),
+            "/captions.srt": static(SRT_NB, content_type="application/x-subrip"),
+            "/served-as-text.vtt": static(vtt(2), content_type="text/plain"),
+            "/many.vtt": static(vtt(1200, text="c{}"), content_type="text/vtt"),
+            "/broken.vtt": static(
+                b"WEBVTT\n\nnot a timing\nhello\n\n00:xx --> 00:01\nworld\n",
+                content_type="text/vtt",
+            ),
+            "/bad-cues.vtt": static(
+                b"WEBVTT\n\n00:00:01.000 --> 00:00:02.000\nGood one\n\n"
+                b"00:00:03.000 --> 00:00:02.000\nBackwards\n\n00:00:04.000 --> 00:00:05.000\n"
+                b"Good two\n",
+                content_type="text/vtt",
+            ),
+            "/empty.vtt": static(b"WEBVTT\n\n", content_type="text/vtt"),
+            "/watch": static(page("A video", "<p>Watch this video on the platform.</p>")),
+            "/changing.html": lambda handler: handler.send_bytes(shared.extra["changing"]),
+        }
+    )
     shared.extra["changing"] = page("Changing", "<p>First version: bees swarmed in May.</p>")
     return shared
 
@@ -139,8 +154,13 @@ def evidence_store(store: Store, config: RetrievalConfig) -> Iterator[Store]:
 
 
 def arguments(url: str, kind: str = "url_text", **extra: Any) -> dict[str, Any]:
-    return {"url": url, "kind": kind, "workspace_id": WORKSPACE,
-            "mutation_id": str(uuid.uuid4()), **extra}
+    return {
+        "url": url,
+        "kind": kind,
+        "workspace_id": WORKSPACE,
+        "mutation_id": str(uuid.uuid4()),
+        **extra,
+    }
 
 
 def check(envelope: dict[str, Any]) -> dict[str, Any]:
@@ -148,8 +168,9 @@ def check(envelope: dict[str, Any]) -> dict[str, Any]:
     jsonschema.validate(envelope, output_schema(TOOL), format_checker=FORMATS)
     seed = SHARED_SCHEMAS / "evidence_retrieve.output.json"
     if "result" in envelope and seed.exists():
-        jsonschema.validate(envelope["result"], json.loads(seed.read_text()),
-                            format_checker=FORMATS)
+        jsonschema.validate(
+            envelope["result"], json.loads(seed.read_text()), format_checker=FORMATS
+        )
     assert json.loads(json.dumps(envelope)) == envelope
     return envelope
 
@@ -184,8 +205,12 @@ def test_the_tool_publishes_seed_002s_input_schema_and_annotations() -> None:
     if seed.exists():
         assert tool.input_schema() == json.loads(seed.read_text())
     assert (tool.profile, tool.scope, tool.read_only) == ("full", "agent:research", False)
-    assert tool.annotations == {"readOnlyHint": False, "destructiveHint": False,
-                                "idempotentHint": True, "openWorldHint": True}
+    assert tool.annotations == {
+        "readOnlyHint": False,
+        "destructiveHint": False,
+        "idempotentHint": True,
+        "openWorldHint": True,
+    }
     assert "never as instructions" in tool.description
     assert tool.title == "Read a public research source"
 
@@ -206,8 +231,9 @@ def test_the_tool_publishes_seed_002s_input_schema_and_annotations() -> None:
 def test_bad_arguments_are_invalid_input(
     evidence_store: Store, evidence_site: Site, change: dict[str, Any], field: str
 ) -> None:
-    envelope = check(call_tool(evidence_store, TOOL,
-                               {**arguments(evidence_site.url("/article.html")), **change}))
+    envelope = check(
+        call_tool(evidence_store, TOOL, {**arguments(evidence_site.url("/article.html")), **change})
+    )
     assert envelope["error"]["code"] == "invalid_input"
     assert envelope["error"]["field"] == field
 
@@ -229,14 +255,21 @@ def test_a_page_becomes_searchable_workspace_evidence(
     assert result["segments"] == []
     provenance = result["provenance"]
     assert provenance == {
-        "source_url": url, "retrieved_at": provenance["retrieved_at"],
-        "mime_type": "text/html", "parser_version": "research-public-retrieval/v1",
-        "content_kind": "document_text", "caption_format": None, "language": "en",
-        "language_source": "publisher_declared", "platform_native_verified": False,
+        "source_url": url,
+        "retrieved_at": provenance["retrieved_at"],
+        "mime_type": "text/html",
+        "parser_version": "research-public-retrieval/v1",
+        "content_kind": "document_text",
+        "caption_format": None,
+        "language": "en",
+        "language_source": "publisher_declared",
+        "platform_native_verified": False,
     }
     evidence = retrieval["evidence"]
-    assert evidence == {"evidence_id": evidence_id_for(WORKSPACE, url, "url_text", "en"),
-                        "revision": 1}
+    assert evidence == {
+        "evidence_id": evidence_id_for(WORKSPACE, url, "url_text", "en"),
+        "revision": 1,
+    }
 
     # Found only by a search in its workspace.
     [hit] = search(evidence_store, "varroa", WORKSPACE)
@@ -260,8 +293,10 @@ def test_a_page_becomes_searchable_workspace_evidence(
     assert "\n\n".join(c["text"] for c in window["result"]["chunks"]) == result["text"]
     report = navigate("research_get_report", {"report_id": hit["report_id"]})
     assert report["result"]["report"]["tags"]["url"] == url
-    assert navigate("research_get_chunk", {"chunk_id": hit["chunk_id"]}
-                    )["result"]["chunk"]["text"] == hit["text"]
+    assert (
+        navigate("research_get_chunk", {"chunk_id": hit["chunk_id"]})["result"]["chunk"]["text"]
+        == hit["text"]
+    )
     neighbours = navigate("get_chunk_neighbors", {"id": hit["chunk_id"]})
     assert neighbours["result"]["chunk"]["chunk_id"] == hit["chunk_id"]
 
@@ -343,13 +378,26 @@ def test_rate_limits_carry_retry_after(evidence_store: Store, evidence_site: Sit
     assert busy["result"]["retry_after_seconds"] == 30
 
 
-def test_unsafe_and_offline(evidence_store: Store, evidence_site: Site,
-                            config: RetrievalConfig) -> None:
+def test_unsafe_and_offline(
+    evidence_store: Store, evidence_site: Site, config: RetrievalConfig
+) -> None:
     # The default policy refuses the loopback test server itself.
-    configure(evidence_store, replace(config, fetch=FetchPolicy(
-        resolver=evidence_site.policy.resolver, ssl_context=evidence_site.client_context)))
-    for url in (evidence_site.url("/article.html"), evidence_site.url("/a", "127.0.0.1"),
-                "http://example.com/", "https://localhost/", "ftp://example.com/x"):
+    configure(
+        evidence_store,
+        replace(
+            config,
+            fetch=FetchPolicy(
+                resolver=evidence_site.policy.resolver, ssl_context=evidence_site.client_context
+            ),
+        ),
+    )
+    for url in (
+        evidence_site.url("/article.html"),
+        evidence_site.url("/a", "127.0.0.1"),
+        "http://example.com/",
+        "https://localhost/",
+        "ftp://example.com/x",
+    ):
         retrieval = call(evidence_store, arguments(url))
         assert outcome(retrieval) == ("blocked", "unsafe_url"), url
         assert retrieval["result"]["provenance"]["source_url"] is None
@@ -358,8 +406,9 @@ def test_unsafe_and_offline(evidence_store: Store, evidence_site: Site,
     assert outcome(offline) == ("unavailable", "egress_unavailable")
 
 
-def test_timeout_and_cancel(evidence_store: Store, evidence_site: Site,
-                            config: RetrievalConfig) -> None:
+def test_timeout_and_cancel(
+    evidence_store: Store, evidence_site: Site, config: RetrievalConfig
+) -> None:
     configure(evidence_store, replace(config, fetch=replace(config.fetch, timeout_s=0.6)))
     slow = call(evidence_store, arguments(evidence_site.url("/slow.html")))
     assert outcome(slow) == ("unavailable", "timeout")
@@ -367,9 +416,15 @@ def test_timeout_and_cancel(evidence_store: Store, evidence_site: Site,
     timer = threading.Timer(0.2, cancel.set)
     timer.start()
     try:
-        cancelled = retrieve(evidence_store, url=evidence_site.url("/slow.html"),
-                             kind="url_text", workspace_id=WORKSPACE,
-                             mutation_id=str(uuid.uuid4()), config=config, cancel=cancel)
+        cancelled = retrieve(
+            evidence_store,
+            url=evidence_site.url("/slow.html"),
+            kind="url_text",
+            workspace_id=WORKSPACE,
+            mutation_id=str(uuid.uuid4()),
+            config=config,
+            cancel=cancel,
+        )
     finally:
         timer.cancel()
     check({"result": cancelled})
@@ -381,26 +436,33 @@ def test_timeout_and_cancel(evidence_store: Store, evidence_site: Site,
 
 
 def test_a_caption_file_becomes_timed_evidence(evidence_store: Store, evidence_site: Site) -> None:
-    retrieval = call(evidence_store, arguments(evidence_site.url("/captions.vtt"),
-                                               "published_captions"))
+    retrieval = call(
+        evidence_store, arguments(evidence_site.url("/captions.vtt"), "published_captions")
+    )
     result = retrieval["result"]
     assert outcome(retrieval) == ("ready", None)
-    assert result["segments"][0] == {"start_ms": 0, "end_ms": 1500,
-                                     "text": "Cue 0: the hive was inspected."}
+    assert result["segments"][0] == {
+        "start_ms": 0,
+        "end_ms": 1500,
+        "text": "Cue 0: the hive was inspected.",
+    }
     assert result["text"] == "\n".join(s["text"] for s in result["segments"])
     provenance = result["provenance"]
-    assert (provenance["content_kind"], provenance["caption_format"],
-            provenance["mime_type"]) == ("published_caption_file", "webvtt", "text/vtt")
+    assert (provenance["content_kind"], provenance["caption_format"], provenance["mime_type"]) == (
+        "published_caption_file",
+        "webvtt",
+        "text/vtt",
+    )
     assert provenance["platform_native_verified"] is False
     [hit] = search(evidence_store, "inspected", WORKSPACE)
     assert (hit["start_ms"], hit["end_ms"]) == (0, 5500) and hit["kind"] == "vtt"
 
-    srt = call(evidence_store, arguments(evidence_site.url("/captions.srt"),
-                                         "published_captions"))
+    srt = call(evidence_store, arguments(evidence_site.url("/captions.srt"), "published_captions"))
     assert srt["result"]["provenance"]["caption_format"] == "subrip"
     assert srt["result"]["segments"][0]["text"] == "Bikubene ble inspisert."
-    plain = call(evidence_store, arguments(evidence_site.url("/served-as-text.vtt"),
-                                           "published_captions"))
+    plain = call(
+        evidence_store, arguments(evidence_site.url("/served-as-text.vtt"), "published_captions")
+    )
     assert outcome(plain) == ("ready", None)
     assert plain["result"]["provenance"]["mime_type"] == "text/plain"
 
@@ -410,7 +472,8 @@ def test_a_page_track_is_chosen_by_language(evidence_store: Store, evidence_site
     default = call(evidence_store, arguments(url, "published_captions"))
     assert outcome(default) == ("ready", None)
     assert default["result"]["provenance"]["source_url"] == evidence_site.url(
-        "/captions/lecture-en.vtt")
+        "/captions/lecture-en.vtt"
+    )
     assert default["result"]["provenance"]["language"] == "en"
     assert default["result"]["title"] == "Lecture on pollination"
 
@@ -446,8 +509,7 @@ def test_caption_outcomes(
 
 
 def test_caption_limits(evidence_store: Store, evidence_site: Site) -> None:
-    bad = call(evidence_store, arguments(evidence_site.url("/bad-cues.vtt"),
-                                         "published_captions"))
+    bad = call(evidence_store, arguments(evidence_site.url("/bad-cues.vtt"), "published_captions"))
     assert outcome(bad) == ("partial", "invalid_cues")
     assert [s["text"] for s in bad["result"]["segments"]] == ["Good one", "Good two"]
     many = call(evidence_store, arguments(evidence_site.url("/many.vtt"), "published_captions"))
@@ -480,15 +542,19 @@ def test_the_same_call_returns_the_stored_receipt(
     assert elsewhere["id"] != first["id"] and elsewhere["workspace_id"] == OTHER_WORKSPACE
 
 
-def test_receipts_expire(evidence_store: Store, evidence_site: Site,
-                         config: RetrievalConfig) -> None:
+def test_receipts_expire(
+    evidence_store: Store, evidence_site: Site, config: RetrievalConfig
+) -> None:
     now = [datetime(2099, 1, 15, 9, 0, tzinfo=UTC)]
-    configure(evidence_store, replace(config, clock=lambda: now[0],
-                                      receipt_ttl=timedelta(hours=24)))
+    configure(
+        evidence_store, replace(config, clock=lambda: now[0], receipt_ttl=timedelta(hours=24))
+    )
     args = arguments(evidence_site.url("/article.html"))
     first = call(evidence_store, args)
-    assert (first["created_at"], first["valid_until"]) == ("2099-01-15T09:00:00Z",
-                                                           "2099-01-16T09:00:00Z")
+    assert (first["created_at"], first["valid_until"]) == (
+        "2099-01-15T09:00:00Z",
+        "2099-01-16T09:00:00Z",
+    )
     now[0] += timedelta(hours=23, minutes=59)
     assert call(evidence_store, args)["state"] == "completed"
     now[0] += timedelta(minutes=1)
@@ -517,22 +583,34 @@ def test_a_concurrent_call_sees_the_receipt_running(
     assert call(evidence_store, args) == results[0]
 
 
-def test_a_receipt_whose_process_died_is_unconfirmed(
-    evidence_site: Site, tmp_path: Path
-) -> None:
+def test_a_receipt_whose_process_died_is_unconfirmed(evidence_site: Site, tmp_path: Path) -> None:
     """kill -9 in the middle of a fetch: the next call says unconfirmed, never success."""
     db = tmp_path / "crash.db"
     mutation = str(uuid.uuid4())
-    env = {**os.environ,
-           "RESEARCHSTORE_FETCH_ALLOW": "127.0.0.1/32",
-           "RESEARCHSTORE_FETCH_CA_BUNDLE": evidence_site.ca_file,
-           "RESEARCHSTORE_FETCH_RESOLVE": "evidence.test=127.0.0.1",
-           "RESEARCHSTORE_FETCH_TIMEOUT": "60"}
+    env = {
+        **os.environ,
+        "RESEARCHSTORE_FETCH_ALLOW": "127.0.0.1/32",
+        "RESEARCHSTORE_FETCH_CA_BUNDLE": evidence_site.ca_file,
+        "RESEARCHSTORE_FETCH_RESOLVE": "evidence.test=127.0.0.1",
+        "RESEARCHSTORE_FETCH_TIMEOUT": "60",
+    }
     url = evidence_site.url("/slow.html")
     process = subprocess.Popen(
-        [*CLI, "retrieve", str(db), url, "--kind", "url_text", "--workspace", WORKSPACE,
-         "--mutation-id", mutation],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            *CLI,
+            "retrieve",
+            str(db),
+            url,
+            "--kind",
+            "url_text",
+            "--workspace",
+            WORKSPACE,
+            "--mutation-id",
+            mutation,
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         deadline = time.monotonic() + 30
@@ -549,8 +627,7 @@ def test_a_receipt_whose_process_died_is_unconfirmed(
             process.wait(10)
     with Store(db, progress=False) as store:
         configure(store, RetrievalConfig(fetch=evidence_site.policy))
-        args = {"url": url, "kind": "url_text", "workspace_id": WORKSPACE,
-                "mutation_id": mutation}
+        args = {"url": url, "kind": "url_text", "workspace_id": WORKSPACE, "mutation_id": mutation}
         unconfirmed = call(store, args)
         assert unconfirmed["state"] == "unconfirmed"
         assert unconfirmed["result"] is None and unconfirmed["evidence"] is None
@@ -563,8 +640,9 @@ def _receipt_state(db: Path, mutation: str) -> str | None:
         return None
     conn = sqlite3.connect(db, timeout=1)
     try:
-        row = conn.execute("SELECT state FROM retrievals WHERE mutation_id = ?",
-                           (mutation,)).fetchone()
+        row = conn.execute(
+            "SELECT state FROM retrievals WHERE mutation_id = ?", (mutation,)
+        ).fetchone()
     except sqlite3.OperationalError:
         return None  # not migrated yet
     finally:
@@ -572,8 +650,9 @@ def _receipt_state(db: Path, mutation: str) -> str | None:
     return row[0] if row else None
 
 
-def test_an_error_leaves_no_receipt(evidence_store: Store, evidence_site: Site,
-                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_error_leaves_no_receipt(
+    evidence_store: Store, evidence_site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
     args = arguments(evidence_site.url("/article.html"))
 
     def broken(*_: Any, **__: Any) -> Any:
@@ -596,24 +675,29 @@ def test_revision_rises_only_when_the_content_changes(
     first = call(evidence_store, arguments(url))
     [old_hit] = search(evidence_store, "swarmed", WORKSPACE)
     same = call(evidence_store, arguments(url))
-    assert same["evidence"] == first["evidence"] == {
-        "evidence_id": first["evidence"]["evidence_id"], "revision": 1}
+    assert (
+        same["evidence"]
+        == first["evidence"]
+        == {"evidence_id": first["evidence"]["evidence_id"], "revision": 1}
+    )
     assert search(evidence_store, "swarmed", WORKSPACE)[0]["chunk_id"] == old_hit["chunk_id"]
 
-    evidence_site.extra["changing"] = page("Changing",
-                                           "<p>Second version: the queen was replaced.</p>")
+    evidence_site.extra["changing"] = page(
+        "Changing", "<p>Second version: the queen was replaced.</p>"
+    )
     try:
         second = call(evidence_store, arguments(url))
     finally:
         evidence_site.extra["changing"] = page(
-            "Changing", "<p>First version: bees swarmed in May.</p>")
-    assert second["evidence"] == {"evidence_id": first["evidence"]["evidence_id"],
-                                  "revision": 2}
+            "Changing", "<p>First version: bees swarmed in May.</p>"
+        )
+    assert second["evidence"] == {"evidence_id": first["evidence"]["evidence_id"], "revision": 2}
     assert search(evidence_store, "swarmed", WORKSPACE) == []
     [new_hit] = search(evidence_store, "queen", WORKSPACE)
     assert new_hit["report_id"] == old_hit["report_id"]
-    resolved = call_tool(evidence_store, "research_resolve_chunk",
-                         {"chunk_id": old_hit["chunk_id"]})["result"]["resolution"]
+    resolved = call_tool(
+        evidence_store, "research_resolve_chunk", {"chunk_id": old_hit["chunk_id"]}
+    )["result"]["resolution"]
     assert resolved["status"] == "replaced"
 
 
@@ -630,16 +714,21 @@ def test_workspaces_are_isolated(evidence_store: Store, evidence_site: Site) -> 
     key = Principal(scopes=frozenset({"agent:research"}), workspaces=frozenset({WORKSPACE}))
     with acting_as(key):
         assert len(search(evidence_store, "oxalic", WORKSPACE)) == 1
-        refused = call_tool(evidence_store, "research_chunk_search",
-                            {"query": "oxalic", "workspace_id": OTHER_WORKSPACE})
+        refused = call_tool(
+            evidence_store,
+            "research_chunk_search",
+            {"query": "oxalic", "workspace_id": OTHER_WORKSPACE},
+        )
         assert refused["error"]["code"] == "not_entitled"
-        elsewhere = check(call_tool(evidence_store, TOOL,
-                                    {**arguments(url), "workspace_id": OTHER_WORKSPACE}))
+        elsewhere = check(
+            call_tool(evidence_store, TOOL, {**arguments(url), "workspace_id": OTHER_WORKSPACE})
+        )
         assert elsewhere["error"]["code"] == "not_entitled"
     reader = Principal(scopes=frozenset(), workspaces=frozenset({WORKSPACE}))
     with acting_as(reader):
         assert check(call_tool(evidence_store, TOOL, arguments(url)))["error"]["code"] == (
-            "not_entitled")
+            "not_entitled"
+        )
 
 
 def test_evidence_survives_reopening_the_store(
@@ -657,31 +746,53 @@ def test_evidence_survives_reopening_the_store(
 # -- the CLI -------------------------------------------------------------------
 
 
-def test_cli_retrieve(evidence_site: Site, tmp_path: Path,
-                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_retrieve(evidence_site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RESEARCHSTORE_FETCH_ALLOW", "127.0.0.1/32")
     monkeypatch.setenv("RESEARCHSTORE_FETCH_CA_BUNDLE", evidence_site.ca_file)
     monkeypatch.setenv("RESEARCHSTORE_FETCH_RESOLVE", "evidence.test=127.0.0.1")
     db = str(tmp_path / "cli.db")
     runner = CliRunner()
     mutation = str(uuid.uuid4())
-    done = runner.invoke(main, ["retrieve", db, evidence_site.url("/lecture.html"), "--kind",
-                                "published_captions", "--workspace", WORKSPACE, "--language",
-                                "nb", "--mutation-id", mutation])
+    done = runner.invoke(
+        main,
+        [
+            "retrieve",
+            db,
+            evidence_site.url("/lecture.html"),
+            "--kind",
+            "published_captions",
+            "--workspace",
+            WORKSPACE,
+            "--language",
+            "nb",
+            "--mutation-id",
+            mutation,
+        ],
+    )
     assert done.exit_code == 0, done.output
     envelope = check(json.loads(done.output))
     assert envelope["result"]["retrieval"]["mutation_id"] == mutation
     assert outcome(envelope["result"]["retrieval"]) == ("ready", None)
-    missing = runner.invoke(main, ["retrieve", db, evidence_site.url("/404"), "--kind",
-                                   "url_text", "--workspace", WORKSPACE])
+    missing = runner.invoke(
+        main,
+        ["retrieve", db, evidence_site.url("/404"), "--kind", "url_text", "--workspace", WORKSPACE],
+    )
     assert missing.exit_code == 1
     assert outcome(check(json.loads(missing.output))["result"]["retrieval"]) == (
-        "unavailable", "not_found")
-    bad = runner.invoke(main, ["retrieve", db, evidence_site.url("/404"), "--kind",
-                               "url_text", "--workspace", "nope"])
+        "unavailable",
+        "not_found",
+    )
+    bad = runner.invoke(
+        main,
+        ["retrieve", db, evidence_site.url("/404"), "--kind", "url_text", "--workspace", "nope"],
+    )
     assert bad.exit_code == 2
     monkeypatch.setenv("RESEARCHSTORE_EGRESS", "off")
-    offline = runner.invoke(main, ["retrieve", db, "https://example.com/", "--kind",
-                                   "url_text", "--workspace", WORKSPACE])
+    offline = runner.invoke(
+        main,
+        ["retrieve", db, "https://example.com/", "--kind", "url_text", "--workspace", WORKSPACE],
+    )
     assert outcome(json.loads(offline.output)["result"]["retrieval"]) == (
-        "unavailable", "egress_unavailable")
+        "unavailable",
+        "egress_unavailable",
+    )

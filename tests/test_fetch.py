@@ -118,8 +118,9 @@ class HttpsServer(ThreadingHTTPServer):
         sock, address = self.socket.accept()
         sock.settimeout(10)
         # The handshake runs in the handler's thread, not in the accept loop.
-        return self.context.wrap_socket(sock, server_side=True,
-                                        do_handshake_on_connect=False), address
+        return self.context.wrap_socket(
+            sock, server_side=True, do_handshake_on_connect=False
+        ), address
 
     def finish_request(self, request: Any, client_address: Any) -> None:
         try:
@@ -209,36 +210,40 @@ BOMB = gzip.compress(b" " * (40 * 1024 * 1024), compresslevel=9)
 
 def install_routes(site: Site) -> None:
     routes = site.server.routes
-    routes.update({
-        "/page.html": static(ARTICLE),
-        "/gzip.html": static(gzip.compress(ARTICLE), headers={"Content-Encoding": "gzip"}),
-        "/deflate.html": static(zlib.compress(ARTICLE)[2:-4],
-                                headers={"Content-Encoding": "deflate"}),
-        "/brotli.html": static(b"\x0b\x02\x80hello\x03", headers={"Content-Encoding": "br"}),
-        "/bomb.html": static(BOMB, headers={"Content-Encoding": "gzip"}),
-        "/declared-huge.html": static(b"", length=1_000_000_000),
-        "/endless.html": endless,
-        "/slow.html": drip,
-        "/truncated.html": truncated,
-        "/401": static(b"no", status=401, headers={"WWW-Authenticate": "Basic"}),
-        "/403": static(b"no", status=403),
-        "/404": static(b"no", status=404),
-        "/410": static(b"gone", status=410),
-        "/429": static(b"slow down", status=429, headers={"Retry-After": "120"}),
-        "/429-date": static(b"slow down", status=429,
-                            headers={"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}),
-        "/500": static(b"oops", status=500),
-        "/503": static(b"later", status=503, headers={"Retry-After": "30"}),
-        "/to-page": redirect("/page.html"),
-        "/hop-1": redirect("/hop-2", 301),
-        "/hop-2": redirect("/hop-3", 307),
-        "/hop-3": redirect("/page.html", 308),
-        "/loop": redirect("/loop"),
-        "/to-http": redirect(lambda: f"http://evidence.test:{site.server.port}/page.html"),
-        "/to-localhost": redirect(lambda: f"https://localhost:{site.server.port}/page.html"),
-        "/to-private": redirect(lambda: f"https://private.test:{site.server.port}/page.html"),
-        "/to-other": redirect(lambda: f"https://other.test:{site.server.port}/page.html"),
-    })
+    routes.update(
+        {
+            "/page.html": static(ARTICLE),
+            "/gzip.html": static(gzip.compress(ARTICLE), headers={"Content-Encoding": "gzip"}),
+            "/deflate.html": static(
+                zlib.compress(ARTICLE)[2:-4], headers={"Content-Encoding": "deflate"}
+            ),
+            "/brotli.html": static(b"\x0b\x02\x80hello\x03", headers={"Content-Encoding": "br"}),
+            "/bomb.html": static(BOMB, headers={"Content-Encoding": "gzip"}),
+            "/declared-huge.html": static(b"", length=1_000_000_000),
+            "/endless.html": endless,
+            "/slow.html": drip,
+            "/truncated.html": truncated,
+            "/401": static(b"no", status=401, headers={"WWW-Authenticate": "Basic"}),
+            "/403": static(b"no", status=403),
+            "/404": static(b"no", status=404),
+            "/410": static(b"gone", status=410),
+            "/429": static(b"slow down", status=429, headers={"Retry-After": "120"}),
+            "/429-date": static(
+                b"slow down", status=429, headers={"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}
+            ),
+            "/500": static(b"oops", status=500),
+            "/503": static(b"later", status=503, headers={"Retry-After": "30"}),
+            "/to-page": redirect("/page.html"),
+            "/hop-1": redirect("/hop-2", 301),
+            "/hop-2": redirect("/hop-3", 307),
+            "/hop-3": redirect("/page.html", 308),
+            "/loop": redirect("/loop"),
+            "/to-http": redirect(lambda: f"http://evidence.test:{site.server.port}/page.html"),
+            "/to-localhost": redirect(lambda: f"https://localhost:{site.server.port}/page.html"),
+            "/to-private": redirect(lambda: f"https://private.test:{site.server.port}/page.html"),
+            "/to-other": redirect(lambda: f"https://other.test:{site.server.port}/page.html"),
+        }
+    )
 
 
 @pytest.fixture(scope="session")
@@ -249,17 +254,27 @@ def site() -> Iterator[Site]:
     client_context = ssl.create_default_context()
     ca.configure_trust(client_context)
     server = HttpsServer(server_context)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     resolver = static_resolver(
-        {"evidence.test": ["127.0.0.1"], "other.test": ["127.0.0.1"],
-         "www.youtube.com": ["127.0.0.1"], "nocert.test": ["127.0.0.1"],
-         "private.test": ["10.0.0.7"]},
+        {
+            "evidence.test": ["127.0.0.1"],
+            "other.test": ["127.0.0.1"],
+            "www.youtube.com": ["127.0.0.1"],
+            "nocert.test": ["127.0.0.1"],
+            "private.test": ["10.0.0.7"],
+        },
         None,
     )
-    policy = FetchPolicy(allowed_networks=LOOPBACK, resolver=resolver,
-                         ssl_context=client_context, timeout_s=5, max_bytes=1_000_000)
+    policy = FetchPolicy(
+        allowed_networks=LOOPBACK,
+        resolver=resolver,
+        ssl_context=client_context,
+        timeout_s=5,
+        max_bytes=1_000_000,
+    )
     with ca.cert_pem.tempfile() as ca_file:
         site = Site(server, ca, client_context, policy, ca_file=ca_file)
         install_routes(site)
@@ -354,8 +369,9 @@ def test_every_unsafe_address_is_refused_before_any_socket(
     assert spy.sockets == 0 and spy.connections == []
 
 
-@pytest.mark.parametrize("address", ["8.8.8.8", "1.1.1.1", "2606:4700:4700::1111",
-                                     "2a00:1450:4001:80b::200e"])
+@pytest.mark.parametrize(
+    "address", ["8.8.8.8", "1.1.1.1", "2606:4700:4700::1111", "2a00:1450:4001:80b::200e"]
+)
 def test_public_addresses_pass_the_guard(address: str) -> None:
     assert address_problem(ipaddress.ip_address(address)) is None
 
@@ -480,8 +496,7 @@ def test_http_statuses(
     site: Site, path: str, status: str, reason: str, retry_after: int | None
 ) -> None:
     error = refused(site.url(path), site.policy)
-    assert (error.status, error.reason, error.retry_after_seconds) == (status, reason,
-                                                                       retry_after)
+    assert (error.status, error.reason, error.retry_after_seconds) == (status, reason, retry_after)
     assert error.url == site.url(path)
 
 
@@ -570,8 +585,10 @@ def test_egress_turned_off_touches_nothing(spy: SocketSpy) -> None:
 @pytest.mark.parametrize(
     ("failure", "reason"),
     [
-        (socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution"),
-         "egress_unavailable"),
+        (
+            socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution"),
+            "egress_unavailable",
+        ),
         (socket.gaierror(socket.EAI_FAIL, "Non-recoverable failure"), "egress_unavailable"),
         (OSError(101, "Network is unreachable"), "egress_unavailable"),
         (socket.gaierror(socket.EAI_NONAME, "Name or service not known"), "not_found"),
@@ -602,9 +619,7 @@ def test_a_resolver_that_never_answers_is_no_egress() -> None:
     assert time.monotonic() - started < 1.5
 
 
-def test_an_unreachable_network_is_no_egress(
-    site: Site, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_an_unreachable_network_is_no_egress(site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
     def unreachable(address: Any, *args: Any, **kwargs: Any) -> socket.socket:
         raise OSError(101, "Network is unreachable")
 
@@ -614,19 +629,22 @@ def test_an_unreachable_network_is_no_egress(
 
 
 def test_policy_from_environment(site: Site) -> None:
-    policy = FetchPolicy.from_env({
-        "RESEARCHSTORE_FETCH_ALLOW": "127.0.0.1/32, ::1/128",
-        "RESEARCHSTORE_FETCH_CA_BUNDLE": site.ca_file,
-        "RESEARCHSTORE_FETCH_RESOLVE": "evidence.test=127.0.0.1,x.test=127.0.0.2",
-        "RESEARCHSTORE_FETCH_TIMEOUT": "7.5",
-        "RESEARCHSTORE_FETCH_MAX_BYTES": "1234",
-    })
-    assert policy.allowed_networks == (ipaddress.ip_network("127.0.0.1/32"),
-                                       ipaddress.ip_network("::1/128"))
+    policy = FetchPolicy.from_env(
+        {
+            "RESEARCHSTORE_FETCH_ALLOW": "127.0.0.1/32, ::1/128",
+            "RESEARCHSTORE_FETCH_CA_BUNDLE": site.ca_file,
+            "RESEARCHSTORE_FETCH_RESOLVE": "evidence.test=127.0.0.1,x.test=127.0.0.2",
+            "RESEARCHSTORE_FETCH_TIMEOUT": "7.5",
+            "RESEARCHSTORE_FETCH_MAX_BYTES": "1234",
+        }
+    )
+    assert policy.allowed_networks == (
+        ipaddress.ip_network("127.0.0.1/32"),
+        ipaddress.ip_network("::1/128"),
+    )
     assert (policy.timeout_s, policy.max_bytes, policy.egress) == (7.5, 1234, True)
     assert policy.resolver("evidence.test", 443) == ["127.0.0.1"]
-    assert b"Varroa" in fetch(site.url("/page.html"), policy=replace(policy, max_bytes=10**6)
-                              ).body
+    assert b"Varroa" in fetch(site.url("/page.html"), policy=replace(policy, max_bytes=10**6)).body
     assert FetchPolicy.from_env({}) == replace(FetchPolicy(), resolver=FetchPolicy().resolver)
 
 

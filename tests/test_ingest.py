@@ -107,7 +107,11 @@ def search(store: Store, query: str, **args: Any) -> list[dict[str, Any]]:
 def test_summary_counts(ingested: Ingested) -> None:
     summary = ingested.summary
     assert (summary.new, summary.modified, summary.unchanged, summary.removed, summary.failed) == (
-        8, 0, 0, 0, 0
+        8,
+        0,
+        0,
+        0,
+        0,
     )
     assert summary.failures == []
     assert summary.documents == 22
@@ -159,10 +163,18 @@ def test_never_an_empty_chunk(ingested: Ingested) -> None:
 def test_the_good_files_are_stored_ok(ingested: Ingested) -> None:
     documents = stored_documents(ingested.store)
     good = [
-        f"{BEES}/index.html", f"{BEES}/beekeeper-interview.srt", f"{BEES}/field-notes.txt",
-        f"{RIVER}/index.html", f"{RIVER}/sampling-log.txt", f"{ELVEMUSLING}/rapport.html",
-        f"{SOILS}/lecture-01-okafor.vtt", f"{SOILS}/lecture-01-autocaptions.vtt", LICHEN, POND,
-        f"{MALFORMED}/legacy-cp1252.srt", f"{MALFORMED}/legacy-latin1.vtt",
+        f"{BEES}/index.html",
+        f"{BEES}/beekeeper-interview.srt",
+        f"{BEES}/field-notes.txt",
+        f"{RIVER}/index.html",
+        f"{RIVER}/sampling-log.txt",
+        f"{ELVEMUSLING}/rapport.html",
+        f"{SOILS}/lecture-01-okafor.vtt",
+        f"{SOILS}/lecture-01-autocaptions.vtt",
+        LICHEN,
+        POND,
+        f"{MALFORMED}/legacy-cp1252.srt",
+        f"{MALFORMED}/legacy-latin1.vtt",
         f"{MALFORMED}/utf8-bom.vtt",
     ]
     for path in good:
@@ -183,7 +195,9 @@ OUTCOMES: dict[str, set[tuple[str, str | None]]] = {
     f"{MALFORMED}/legacy-latin1.vtt": {("ok", None)},
     f"{MALFORMED}/utf8-bom.vtt": {("ok", None)},
     f"{MALFORMED}/empty.vtt": {
-        ("empty", "no_text"), ("empty", "invalid_captions"), ("invalid", "invalid_captions")
+        ("empty", "no_text"),
+        ("empty", "invalid_captions"),
+        ("invalid", "invalid_captions"),
     },
     f"{MALFORMED}/empty.txt": {("empty", "no_text")},
     f"{MALFORMED}/deeply-nested.html": {("ok", None), ("partial", "nodes_limited")},
@@ -214,8 +228,9 @@ def test_the_malformed_report_is_stored_with_all_its_files(ingested: Ingested) -
     rid = report_id(ingested.store, MALFORMED)
     report = ok(ingested.store.call("research_get_report", {"report_id": rid}))["report"]
     names = sorted(document["name"] for document in report["documents"])
-    assert names == sorted(path.name for path in (SOURCE / MALFORMED).iterdir()
-                           if path.name != "report.json")
+    assert names == sorted(
+        path.name for path in (SOURCE / MALFORMED).iterdir() if path.name != "report.json"
+    )
     assert len(names) == 11
 
 
@@ -231,7 +246,11 @@ def test_broken_timestamps_keep_the_good_cues() -> None:
     description = parsed(f"{MALFORMED}/broken-timestamps.vtt")
     assert (description["status"], description["reason"]) == ("partial", "invalid_cues")
     assert spans(description) == [
-        (2000, 6500), (7000, 12000), (12800, 18200), (66000, 71500), (85000, 91000),
+        (2000, 6500),
+        (7000, 12000),
+        (12800, 18200),
+        (66000, 71500),
+        (85000, 91000),
         (92000, 97500),
     ]
     assert len(description["skipped"]) == 2
@@ -274,12 +293,40 @@ def normalised(encoding: str | None) -> str:
 @pytest.mark.parametrize(
     ("name", "segments", "encodings", "expected"),
     [
-        ("legacy-cp1252.srt", 7, {"cp1252"},
-         ["Rémi Fauré", "Lüneburg", "\u201cHeather honey is a different animal,\u201d",
-          "can\u2019t", "\u2014", "14 €", "\u2026", "Naïve", "crème fraîche", "heathland"]),
-        ("legacy-latin1.vtt", 6, {"cp1252", "iso8859-1"},
-         ["Søren Ærø", "Højmose", "2 °C", "«like a sponge that never stops filling»", "Größe",
-          "20 × 20 m", "Straße", "Jürgen", "Ça alors!", "peatland"]),
+        (
+            "legacy-cp1252.srt",
+            7,
+            {"cp1252"},
+            [
+                "Rémi Fauré",
+                "Lüneburg",
+                "\u201cHeather honey is a different animal,\u201d",
+                "can\u2019t",
+                "\u2014",
+                "14 €",
+                "\u2026",
+                "Naïve",
+                "crème fraîche",
+                "heathland",
+            ],
+        ),
+        (
+            "legacy-latin1.vtt",
+            6,
+            {"cp1252", "iso8859-1"},
+            [
+                "Søren Ærø",
+                "Højmose",
+                "2 °C",
+                "«like a sponge that never stops filling»",
+                "Größe",
+                "20 × 20 m",
+                "Straße",
+                "Jürgen",
+                "Ça alors!",
+                "peatland",
+            ],
+        ),
         ("utf8-bom.vtt", 3, {"utf-8", "utf-8-sig"}, ["dormouse \u2013 not a wood mouse"]),
     ],
 )
@@ -306,7 +353,8 @@ def test_legacy_encodings_are_decoded(
 def test_a_deeply_nested_page_never_crashes(ingested: Ingested) -> None:
     description = parsed(f"{MALFORMED}/deeply-nested.html")
     assert (description["status"], description["reason"]) in {
-        ("ok", None), ("partial", "nodes_limited")
+        ("ok", None),
+        ("partial", "nodes_limited"),
     }
     if description["status"] == "ok":
         assert len(description["chunks"]) == 1
@@ -453,9 +501,20 @@ def test_the_lichen_page_without_article() -> None:
 # -- what must never be stored, what must be found ------------------------------
 
 SENTINELS = [
-    "sentinelnav", "sentinelscript", "sentinelstyle", "sentinelcookie", "sentinelheader",
-    "sentinelaside", "sentinelshare", "sentinelform", "sentinelfooter", "sentinelnote",
-    "skippedcuealpha", "skippedcuebeta", "endbeforestartone", "endbeforestarttwo",
+    "sentinelnav",
+    "sentinelscript",
+    "sentinelstyle",
+    "sentinelcookie",
+    "sentinelheader",
+    "sentinelaside",
+    "sentinelshare",
+    "sentinelform",
+    "sentinelfooter",
+    "sentinelnote",
+    "skippedcuealpha",
+    "skippedcuebeta",
+    "endbeforestartone",
+    "endbeforestarttwo",
     "notcaptionsprose",
 ]
 
@@ -469,7 +528,8 @@ def test_boilerplate_and_skipped_words_are_never_stored(ingested: Ingested, word
     assert stored == 0
     metadata = ingested.store.conn.execute(
         "SELECT count(*) FROM documents WHERE lower(coalesce(title, '') || ' ' || "
-        "coalesce(description, '')) LIKE ?", (f"%{word}%",)
+        "coalesce(description, '')) LIKE ?",
+        (f"%{word}%",),
     ).fetchone()[0]
     assert metadata == 0
 
@@ -567,7 +627,8 @@ def test_distinctive_terms_are_found_in_the_right_place(
     if names is None:  # the report's only document
         (only,) = store.conn.execute(
             "SELECT d.name FROM documents d JOIN reports r ON r.report_id = d.report_id "
-            "WHERE r.key = ?", (key,)
+            "WHERE r.key = ?",
+            (key,),
         ).fetchall()
         names = {only[0]}
     expected = {(key, name) for name in names}
@@ -578,10 +639,20 @@ def test_distinctive_terms_are_found_in_the_right_place(
     ("term", "expected"),
     [
         ("nitrogen", {(SOILS, "lecture-01-okafor.vtt"), (LICHEN, "lichen-walk.html")}),
-        ("phacelia", {("community/allotment-compost-trial", "trial-notes.txt"),
-                      ("community/seed-library.htm", "seed-library.htm")}),
-        ("Greenacre", {("community/allotment-compost-trial", "trial-notes.txt"),
-                       ("community/seed-library.htm", "seed-library.htm")}),
+        (
+            "phacelia",
+            {
+                ("community/allotment-compost-trial", "trial-notes.txt"),
+                ("community/seed-library.htm", "seed-library.htm"),
+            },
+        ),
+        (
+            "Greenacre",
+            {
+                ("community/allotment-compost-trial", "trial-notes.txt"),
+                ("community/seed-library.htm", "seed-library.htm"),
+            },
+        ),
         ("vermicompost", {("community/allotment-compost-trial", "trial-notes.txt")}),
         ("heirloom", {("community/seed-library.htm", "seed-library.htm")}),
     ],
@@ -599,16 +670,23 @@ def test_terms_shared_on_purpose(
 
 def test_the_second_source(ingested: Ingested) -> None:
     store = ingested.store
-    trial = ok(store.call("research_get_report", {
-        "report_id": report_id(store, "community/allotment-compost-trial")
-    }))["report"]
+    trial = ok(
+        store.call(
+            "research_get_report",
+            {"report_id": report_id(store, "community/allotment-compost-trial")},
+        )
+    )["report"]
     assert (trial["title"], trial["date"], trial["tags"], trial["source"]) == (
-        "Allotment composting trial: three methods side by side", "2024-09-18",
-        {"audience": "public", "season": "autumn"}, "source2",
+        "Allotment composting trial: three methods side by side",
+        "2024-09-18",
+        {"audience": "public", "season": "autumn"},
+        "source2",
     )
-    seeds = ok(store.call("research_get_report", {
-        "report_id": report_id(store, "community/seed-library.htm")
-    }))["report"]
+    seeds = ok(
+        store.call(
+            "research_get_report", {"report_id": report_id(store, "community/seed-library.htm")}
+        )
+    )["report"]
     assert seeds["date"] == "2024-03-02" and seeds["tags"] == {}
     assert "seed library" in seeds["title"].lower()
     assert [d["kind"] for d in seeds["documents"]] == ["html"]
@@ -618,10 +696,13 @@ def test_the_second_source(ingested: Ingested) -> None:
 
 def test_a_shared_term_filtered_by_source(ingested: Ingested) -> None:
     store = ingested.store
-    fixtures = {report_key(store, hit["report_id"])
-                for hit in search(store, "pollinator", source="fixtures")}
-    source2 = {report_key(store, hit["report_id"])
-               for hit in search(store, "pollinator", source="source2")}
+    fixtures = {
+        report_key(store, hit["report_id"])
+        for hit in search(store, "pollinator", source="fixtures")
+    }
+    source2 = {
+        report_key(store, hit["report_id"]) for hit in search(store, "pollinator", source="source2")
+    }
     assert fixtures == {BEES}
     assert source2 == {"community/allotment-compost-trial", "community/seed-library.htm"}
     assert search(store, "phacelia", source="fixtures") == []
@@ -658,20 +739,37 @@ def test_tag_filters_select_the_documented_reports(
 # -- report.json -------------------------------------------------------------------
 
 REPORTS = [
-    (BEES, "Rooftop apiaries: spring colony survey 2026", "2026-03-14",
-     {"audience": "students", "season": "spring"}),
-    (RIVER, "Sallow River water quality: summer sampling 2025", "2025-07-22",
-     {"audience": "public", "season": "summer"}),
-    (ELVEMUSLING, "Elvemusling i Liaelva: høstkartlegging 2025", "2025-10-03",
-     {"audience": "researchers", "season": "autumn"}),
-    (SOILS, "Living Soils lecture series, session 1: The hidden economy under your feet",
-     "2025-11-05", {"audience": "students", "season": "autumn"}),
+    (
+        BEES,
+        "Rooftop apiaries: spring colony survey 2026",
+        "2026-03-14",
+        {"audience": "students", "season": "spring"},
+    ),
+    (
+        RIVER,
+        "Sallow River water quality: summer sampling 2025",
+        "2025-07-22",
+        {"audience": "public", "season": "summer"},
+    ),
+    (
+        ELVEMUSLING,
+        "Elvemusling i Liaelva: høstkartlegging 2025",
+        "2025-10-03",
+        {"audience": "researchers", "season": "autumn"},
+    ),
+    (
+        SOILS,
+        "Living Soils lecture series, session 1: The hidden economy under your feet",
+        "2025-11-05",
+        {"audience": "students", "season": "autumn"},
+    ),
     (MALFORMED, "Malformed inputs", "2026-01-20", {"audience": "internal", "season": "winter"}),
 ]
 
 
-@pytest.mark.parametrize(("key", "title", "date", "tags"), REPORTS,
-                         ids=[key.rsplit("/", 1)[-1] for key, *_ in REPORTS])
+@pytest.mark.parametrize(
+    ("key", "title", "date", "tags"), REPORTS, ids=[key.rsplit("/", 1)[-1] for key, *_ in REPORTS]
+)
 def test_report_json_is_honoured(
     ingested: Ingested, key: str, title: str, date: str, tags: dict[str, str]
 ) -> None:
@@ -689,21 +787,23 @@ def test_the_report_json_id_is_kept(ingested: Ingested) -> None:
     report = ok(ingested.store.call("research_get_report", {"report_id": 9001}))["report"]
     assert report["key"] == BEES
     assert {document["name"] for document in report["documents"]} == {
-        "index.html", "beekeeper-interview.srt", "field-notes.txt"
+        "index.html",
+        "beekeeper-interview.srt",
+        "field-notes.txt",
     }
 
 
 def test_single_file_reports_take_their_metadata_from_the_file(ingested: Ingested) -> None:
-    lichen = ok(ingested.store.call(
-        "research_get_report", {"report_id": report_id(ingested.store, LICHEN)}
-    ))["report"]
+    lichen = ok(
+        ingested.store.call("research_get_report", {"report_id": report_id(ingested.store, LICHEN)})
+    )["report"]
     assert lichen["is_directory"] is False and lichen["tags"] == {}
     assert lichen["date"] == "2026-04-18"
     assert "lichen" in lichen["title"].lower()
     assert "|" not in lichen["title"] or "Hollin Vale" in lichen["title"]
-    pond = ok(ingested.store.call(
-        "research_get_report", {"report_id": report_id(ingested.store, POND)}
-    ))["report"]
+    pond = ok(
+        ingested.store.call("research_get_report", {"report_id": report_id(ingested.store, POND)})
+    )["report"]
     assert pond["title"].strip() and re.fullmatch(r"\d{4}-\d{2}-\d{2}", pond["date"])
 
 
@@ -717,24 +817,40 @@ def write_report(root: Path, key: str, meta: Any, text: str) -> None:
 
 def test_bad_report_json_fails_that_report_only(tmp_path: Path) -> None:
     root = tmp_path / "source"
-    write_report(root, "a-good", {"id": 50, "title": "Good", "date": "2026-01-02",
-                                  "tags": {"audience": "students"}}, "Goodword lives here.")
+    write_report(
+        root,
+        "a-good",
+        {"id": 50, "title": "Good", "date": "2026-01-02", "tags": {"audience": "students"}},
+        "Goodword lives here.",
+    )
     write_report(root, "b-bad-json", '{"title": "Broken", "date": ', "Brokenword lives here.")
-    write_report(root, "c-bad-date", {"title": "Bad date", "date": "2026-02-30"},
-                 "Baddateword lives here.")
-    write_report(root, "d-taken-id", {"id": 50, "title": "Taken", "date": "2026-01-03"},
-                 "Takenword lives here.")
+    write_report(
+        root, "c-bad-date", {"title": "Bad date", "date": "2026-02-30"}, "Baddateword lives here."
+    )
+    write_report(
+        root,
+        "d-taken-id",
+        {"id": 50, "title": "Taken", "date": "2026-01-03"},
+        "Takenword lives here.",
+    )
     write_report(root, "e-not-object", [1, 2, 3], "Listword lives here.")
-    write_report(root, "f-bad-tags", {"title": "Bad tags", "tags": ["students"]},
-                 "Badtagsword lives here.")
+    write_report(
+        root, "f-bad-tags", {"title": "Bad tags", "tags": ["students"]}, "Badtagsword lives here."
+    )
     write_report(root, "g-bad-id", {"title": "Bad id", "id": "seven"}, "Badidword lives here.")
     (root / "solo.txt").write_text("Soloword lives here.")
     with Store(tmp_path / "r.db", progress=False) as store:
         summary = store.ingest(root, name="mixed")
         assert (summary.new, summary.failed) == (2, 6)
         failed = {failure["report"]: failure["reason"] for failure in summary.failures}
-        assert set(failed) == {"b-bad-json", "c-bad-date", "d-taken-id", "e-not-object",
-                               "f-bad-tags", "g-bad-id"}
+        assert set(failed) == {
+            "b-bad-json",
+            "c-bad-date",
+            "d-taken-id",
+            "e-not-object",
+            "f-bad-tags",
+            "g-bad-id",
+        }
         assert "JSON" in failed["b-bad-json"]
         assert "date" in failed["c-bad-date"] and "2026-02-30" in failed["c-bad-date"]
         assert "50" in failed["d-taken-id"] and "a-good" in failed["d-taken-id"]
@@ -742,8 +858,14 @@ def test_bad_report_json_fails_that_report_only(tmp_path: Path) -> None:
             assert isinstance(reason, str) and reason
         assert report_id(store, "a-good") == 50
         assert search(store, "goodword") and search(store, "soloword")
-        for word in ("brokenword", "baddateword", "takenword", "listword", "badtagsword",
-                     "badidword"):
+        for word in (
+            "brokenword",
+            "baddateword",
+            "takenword",
+            "listword",
+            "badtagsword",
+            "badidword",
+        ):
             assert search(store, word) == [], word
         keys = {row[0] for row in store.conn.execute("SELECT key FROM reports")}
         assert keys == {"a-good", "solo.txt"}
@@ -769,8 +891,12 @@ def test_bad_report_json_makes_the_cli_exit_non_zero(tmp_path: Path) -> None:
 
 def test_non_string_tag_values_are_filterable_as_json_spells_them(tmp_path: Path) -> None:
     root = tmp_path / "source"
-    write_report(root, "r", {"title": "Tagged", "date": "2026-01-02",
-                             "tags": {"cohort": 2026, "reviewed": True}}, "Taggedword.")
+    write_report(
+        root,
+        "r",
+        {"title": "Tagged", "date": "2026-01-02", "tags": {"cohort": 2026, "reviewed": True}},
+        "Taggedword.",
+    )
     with Store(tmp_path / "r.db", progress=False) as store:
         assert store.ingest(root).failed == 0
         rid = report_id(store, "r")
@@ -799,8 +925,7 @@ def test_reingest_unchanged_touches_nothing(ingested: Ingested) -> None:
 
 # -- researchstore parse FILE --json ------------------------------------------------
 
-PARSE_KEYS = {"title", "description", "language", "text", "segments", "chunks", "status",
-              "reason"}
+PARSE_KEYS = {"title", "description", "language", "text", "segments", "chunks", "status", "reason"}
 
 
 @pytest.mark.parametrize(
@@ -864,9 +989,9 @@ def test_unsupported_and_oversized_files_are_reported(
 def test_a_report_json_at_the_source_root_is_not_silently_ignored(tmp_path: Path) -> None:
     root = tmp_path / "source"
     root.mkdir()
-    (root / "report.json").write_text(json.dumps(
-        {"title": "Root report", "date": "2026-01-02", "tags": {"audience": "students"}}
-    ))
+    (root / "report.json").write_text(
+        json.dumps({"title": "Root report", "date": "2026-01-02", "tags": {"audience": "students"}})
+    )
     (root / "notes.txt").write_text("Rootword lives here.")
     with Store(tmp_path / "r.db", progress=False) as store:
         summary = store.ingest(root)

@@ -52,8 +52,10 @@ SENTENCES = [
 
 def paragraphs(count: int, *, seed: int = 0) -> str:
     return "\n\n".join(
-        " ".join(f"{SENTENCES[(number + seed + k) % len(SENTENCES)]} Note {number}.{k}."
-                 for k in range(8))
+        " ".join(
+            f"{SENTENCES[(number + seed + k) % len(SENTENCES)]} Note {number}.{k}."
+            for k in range(8)
+        )
         for number in range(count)
     )
 
@@ -73,15 +75,26 @@ def build_store(folder: Path) -> Sample:
     """Two report folders and a single-file report, ingested; keys of each kind."""
     source = folder / "source"
     for key, title, date, tags, seed in (
-        ("field/bees", "Bee colony survey", "2026-03-14",
-         {"audience": "students", "season": "spring"}, 0),
-        ("field/river", "River water quality", "2026-09-02",
-         {"audience": "public", "season": "autumn"}, 3),
+        (
+            "field/bees",
+            "Bee colony survey",
+            "2026-03-14",
+            {"audience": "students", "season": "spring"},
+            0,
+        ),
+        (
+            "field/river",
+            "River water quality",
+            "2026-09-02",
+            {"audience": "public", "season": "autumn"},
+            3,
+        ),
     ):
         report = source / key
         report.mkdir(parents=True)
-        (report / "report.json").write_text(json.dumps({"title": title, "date": date,
-                                                        "tags": tags}))
+        (report / "report.json").write_text(
+            json.dumps({"title": title, "date": date, "tags": tags})
+        )
         (report / "notes.txt").write_text(paragraphs(12, seed=seed))
     (source / "memo.txt").write_text("Memo\n\nThe lecture hall moves to building C.\n")
     db = folder / "research.db"
@@ -96,8 +109,9 @@ def build_store(folder: Path) -> Sample:
             (document_rowid,),
         ).fetchone()[0]
         keys = {
-            "research": create_key(store, scopes=["agent:research"], workspaces=[WORKSPACE],
-                                   label="research"),
+            "research": create_key(
+                store, scopes=["agent:research"], workspaces=[WORKSPACE], label="research"
+            ),
             "reader": create_key(store, label="reader"),
             "revoked": create_key(store, scopes=["agent:research"], workspaces=["*"]),
         }
@@ -110,13 +124,27 @@ def calls(sample: Sample) -> dict[str, tuple[list[dict[str, Any]], list[dict[str
     chunk, document = sample.chunk_id, sample.document_id
     return {
         "research_chunk_search": (
-            [{"query": "varroa mite"},
-             {"query": "oxygen", "limit": 3, "tags": {"audience": ["public", "students"]},
-              "date_from": "2026-01-01", "date_to": "2026-12-31", "kind": "text"},
-             {"query": '"unbalanced AND (quote'}, {"query": "nothing-matches-this"}],
-            [{"query": ""}, {"query": "x", "limit": 51}, {"query": "x", "limit": 0},
-             {"query": "x", "date_from": "2026-13-01"}, {"query": "x", "kind": "pdf"},
-             {"limit": 5}],
+            [
+                {"query": "varroa mite"},
+                {
+                    "query": "oxygen",
+                    "limit": 3,
+                    "tags": {"audience": ["public", "students"]},
+                    "date_from": "2026-01-01",
+                    "date_to": "2026-12-31",
+                    "kind": "text",
+                },
+                {"query": '"unbalanced AND (quote'},
+                {"query": "nothing-matches-this"},
+            ],
+            [
+                {"query": ""},
+                {"query": "x", "limit": 51},
+                {"query": "x", "limit": 0},
+                {"query": "x", "date_from": "2026-13-01"},
+                {"query": "x", "kind": "pdf"},
+                {"limit": 5},
+            ],
         ),
         "research_get_chunk": (
             [{"chunk_id": chunk}, {"chunk_id": "no-such-chunk"}],
@@ -148,21 +176,40 @@ def calls(sample: Sample) -> dict[str, tuple[list[dict[str, Any]], list[dict[str
             [{"id": document, "extra": True}, {"id": ""}],
         ),
         "get_document_chunks": (
-            [{"id": document}, {"id": document, "from": 2, "limit": 3},
-             {"id": document, "from": 10_000}, {"id": "missing"}],
-            [{"id": document, "limit": 0}, {"id": document, "limit": 101},
-             {"id": document, "from": -1}],
+            [
+                {"id": document},
+                {"id": document, "from": 2, "limit": 3},
+                {"id": document, "from": 10_000},
+                {"id": "missing"},
+            ],
+            [
+                {"id": document, "limit": 0},
+                {"id": document, "limit": 101},
+                {"id": document, "from": -1},
+            ],
         ),
         "research_resolve_chunk": (
             [{"chunk_id": chunk}, {"chunk_id": "never-seen"}],
             [{}, {"chunk_id": ""}, {"chunk_id": 7}],
         ),
         "research_evidence_retrieve": (
-            [{"url": "https://example.com/research-notes", "kind": "url_text",
-              "workspace_id": WORKSPACE, "mutation_id": str(uuid.uuid4())}],
-            [{"url": "https://example.com/", "kind": "pdf", "workspace_id": WORKSPACE,
-              "mutation_id": str(uuid.uuid4())},
-             {"url": "https://example.com/", "kind": "url_text"}],
+            [
+                {
+                    "url": "https://example.com/research-notes",
+                    "kind": "url_text",
+                    "workspace_id": WORKSPACE,
+                    "mutation_id": str(uuid.uuid4()),
+                }
+            ],
+            [
+                {
+                    "url": "https://example.com/",
+                    "kind": "pdf",
+                    "workspace_id": WORKSPACE,
+                    "mutation_id": str(uuid.uuid4()),
+                },
+                {"url": "https://example.com/", "kind": "url_text"},
+            ],
         ),
     }
 
@@ -172,12 +219,16 @@ def calls(sample: Sample) -> dict[str, tuple[list[dict[str, Any]], list[dict[str
 
 @asynccontextmanager
 async def stdio_session(
-    db: Path, *, profile: str = "core", env: dict[str, str] | None = None,
+    db: Path,
+    *,
+    profile: str = "core",
+    env: dict[str, str] | None = None,
     errlog: Path | None = None,
 ) -> AsyncIterator[ClientSession]:
     """An initialized SDK client session with ``researchstore serve`` over stdio."""
     params = StdioServerParameters(
-        command=CLI[0], args=[*CLI[1:], "serve", str(db), "--profile", profile],
+        command=CLI[0],
+        args=[*CLI[1:], "serve", str(db), "--profile", profile],
         env={**os.environ, **(env or {})},
     )
     async with AsyncExitStack() as stack:
@@ -190,14 +241,19 @@ async def stdio_session(
 
 @contextmanager
 def http_server(
-    db: Path, log: Path, *, profile: str = "full", env: dict[str, str] | None = None,
+    db: Path,
+    log: Path,
+    *,
+    profile: str = "full",
+    env: dict[str, str] | None = None,
 ) -> Iterator[str]:
     """``researchstore serve --transport http`` on a free loopback port; yields its URL."""
     with open(log, "w") as errors:
         server = subprocess.Popen(
-            [*CLI, "serve", str(db), "--transport", "http", "--port", "0",
-             "--profile", profile],
-            stdout=subprocess.DEVNULL, stderr=errors, env={**os.environ, **(env or {})},
+            [*CLI, "serve", str(db), "--transport", "http", "--port", "0", "--profile", profile],
+            stdout=subprocess.DEVNULL,
+            stderr=errors,
+            env={**os.environ, **(env or {})},
         )
     try:
         deadline = time.monotonic() + 30
@@ -234,9 +290,16 @@ SHARED_SCHEMAS = Path(__file__).resolve().parent.parent.parent / "shared" / "sch
 SCHEMAS_ON = {"RESEARCHSTORE_OUTPUT_SCHEMAS": "1"}
 CORE = {name for name, tool in TOOLS.items() if tool.read_only and tool.profile == "core"}
 NAVIGATION = {
-    "research_chunk_search", "research_get_chunk", "research_get_report", "get_chunks",
-    "get_chunk_next", "get_chunk_prev", "get_chunk_neighbors", "get_chunk_parents",
-    "get_document", "get_document_chunks",
+    "research_chunk_search",
+    "research_get_chunk",
+    "research_get_report",
+    "get_chunks",
+    "get_chunk_next",
+    "get_chunk_prev",
+    "get_chunk_neighbors",
+    "get_chunk_parents",
+    "get_document",
+    "get_document_chunks",
 }
 FORMATS = jsonschema.Draft202012Validator.FORMAT_CHECKER
 
@@ -311,18 +374,24 @@ def test_stdio_core_profile_lists_the_read_tools(sample: Sample) -> None:
     properties = {name: tool.inputSchema["properties"] for name, tool in listed.items()}
     assert properties["research_get_chunk"]["chunk_id"]["minLength"] == 1
     assert properties["research_chunk_search"]["query"]["minLength"] == 1
-    assert (properties["research_chunk_search"]["limit"]["minimum"],
-            properties["research_chunk_search"]["limit"]["maximum"]) == (1, 50)
-    assert (properties["get_chunks"]["ids"]["minItems"],
-            properties["get_chunks"]["ids"]["maxItems"]) == (1, 20)
-    for name, default in (("get_chunk_next", 5), ("get_chunk_prev", 5),
-                          ("get_chunk_neighbors", 2)):
+    assert (
+        properties["research_chunk_search"]["limit"]["minimum"],
+        properties["research_chunk_search"]["limit"]["maximum"],
+    ) == (1, 50)
+    assert (
+        properties["get_chunks"]["ids"]["minItems"],
+        properties["get_chunks"]["ids"]["maxItems"],
+    ) == (1, 20)
+    for name, default in (("get_chunk_next", 5), ("get_chunk_prev", 5), ("get_chunk_neighbors", 2)):
         count = properties[name]["count"]
         assert (count["minimum"], count["maximum"], count["default"]) == (1, 100, default)
     window = properties["get_document_chunks"]
     assert (window["from"]["default"], window["from"]["minimum"]) == (0, 0)
-    assert (window["limit"]["default"], window["limit"]["minimum"],
-            window["limit"]["maximum"]) == (20, 1, 100)
+    assert (window["limit"]["default"], window["limit"]["minimum"], window["limit"]["maximum"]) == (
+        20,
+        1,
+        100,
+    )
 
 
 def test_stdio_full_profile_adds_ingest_and_lists_output_schemas(sample: Sample) -> None:
@@ -344,8 +413,12 @@ def test_stdio_full_profile_adds_ingest_and_lists_output_schemas(sample: Sample)
     if "research_evidence_retrieve" in listed:  # seed 002's annotations
         hints = listed["research_evidence_retrieve"].annotations
         assert hints is not None
-        assert (hints.readOnlyHint, hints.destructiveHint, hints.idempotentHint,
-                hints.openWorldHint) == (False, False, True, True)
+        assert (
+            hints.readOnlyHint,
+            hints.destructiveHint,
+            hints.idempotentHint,
+            hints.openWorldHint,
+        ) == (False, False, True, True)
 
 
 def test_stdio_every_tool_with_good_and_bad_arguments(sample: Sample) -> None:
@@ -362,8 +435,7 @@ def test_stdio_get_chunk_is_seed_000(sample: Sample) -> None:
         async with stdio_session(sample.db) as session:
             hit = await session.call_tool("research_get_chunk", {"chunk_id": sample.chunk_id})
             miss = await session.call_tool("research_get_chunk", {"chunk_id": "gone"})
-            return check_result("research_get_chunk", hit), check_result(
-                "research_get_chunk", miss)
+            return check_result("research_get_chunk", hit), check_result("research_get_chunk", miss)
 
     hit, miss = anyio.run(run)
     chunk = hit["result"]["chunk"]
@@ -381,18 +453,26 @@ def test_stdio_ingest_file(sample: Sample, tmp_path: Path) -> None:
     async def run() -> list[dict[str, Any]]:
         async with stdio_session(db, profile="full") as session:
             ingested = await session.call_tool("ingest_file", {"path": str(note)})
-            again = await session.call_tool("ingest_file", {"path": str(note),
-                                                            "source": "local-files"})
+            again = await session.call_tool(
+                "ingest_file", {"path": str(note), "source": "local-files"}
+            )
             found = await session.call_tool("research_chunk_search", {"query": "kingfisher"})
             refused = [
                 await session.call_tool("ingest_file", arguments)
-                for arguments in ({"path": str(tmp_path / "absent.txt")},
-                                  {"path": str(tmp_path / "copy.db")}, {"path": ""}, {},
-                                  {"path": str(note), "other": 1})
+                for arguments in (
+                    {"path": str(tmp_path / "absent.txt")},
+                    {"path": str(tmp_path / "copy.db")},
+                    {"path": ""},
+                    {},
+                    {"path": str(note), "other": 1},
+                )
             ]
-            return [check_result("ingest_file", ingested), check_result("ingest_file", again),
-                    check_result("research_chunk_search", found),
-                    *(check_result("ingest_file", result) for result in refused)]
+            return [
+                check_result("ingest_file", ingested),
+                check_result("ingest_file", again),
+                check_result("research_chunk_search", found),
+                *(check_result("ingest_file", result) for result in refused),
+            ]
 
     ingested, again, found, *refused = anyio.run(run)
     assert ingested["result"]["new"] == 1 and ingested["result"]["chunks"] >= 1
@@ -435,13 +515,18 @@ def test_http_core_profile(sample: Sample, tmp_path: Path) -> None:
 
 def test_http_refuses_missing_wrong_and_revoked_keys(sample: Sample, http_url: str) -> None:
     initialize = {
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "test", "version": "0"}},
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"},
+        },
     }
     accept = {"accept": "application/json, text/event-stream"}
     live = sample.keys["research"]
-    wrong_secret = live[: -4] + ("AAAA" if not live.endswith("AAAA") else "BBBB")
+    wrong_secret = live[:-4] + ("AAAA" if not live.endswith("AAAA") else "BBBB")
     refused_keys = {
         "missing": None,
         "empty": "",
@@ -456,22 +541,29 @@ def test_http_refuses_missing_wrong_and_revoked_keys(sample: Sample, http_url: s
             assert response.status_code == 401, why
             assert response.json()["error"]["code"] == "not_entitled", why
             # Every path, not only /mcp, is behind the key.
-            assert client.get(http_url.replace("/mcp", "/other"), headers=headers
-                              ).status_code == 401
+            assert (
+                client.get(http_url.replace("/mcp", "/other"), headers=headers).status_code == 401
+            )
         accepted = client.post(http_url, json=initialize, headers={**accept, "x-api-key": live})
         assert accepted.status_code == 200
         session_id = accepted.headers["mcp-session-id"]
-        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                "params": {"name": "research_get_chunk", "arguments": {"chunk_id": "x"}}}
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "research_get_chunk", "arguments": {"chunk_id": "x"}},
+        }
         session = {**accept, "mcp-session-id": session_id, "mcp-protocol-version": "2025-06-18"}
         # A session opened with one key cannot be used without it, or with another.
         assert client.post(http_url, json=call, headers=session).status_code == 401
-        other = client.post(http_url, json=call,
-                            headers={**session, "x-api-key": sample.keys["reader"]})
+        other = client.post(
+            http_url, json=call, headers={**session, "x-api-key": sample.keys["reader"]}
+        )
         assert other.status_code == 404
         # Bound to loopback, a foreign Host header is refused (DNS rebinding).
-        foreign = client.post(http_url, json=initialize,
-                              headers={**accept, "x-api-key": live, "host": "evil.example"})
+        foreign = client.post(
+            http_url, json=initialize, headers={**accept, "x-api-key": live, "host": "evil.example"}
+        )
         assert foreign.status_code == 421
 
     async def sdk_without_key() -> None:
@@ -495,8 +587,10 @@ def test_http_scopes_and_workspaces(sample: Sample, http_url: str) -> None:
                 outcome["unscoped"] = check_result("research_evidence_retrieve", unscoped)
         if "research_evidence_retrieve" in TOOLS:
             async with http_session(http_url, sample.keys["research"]) as session:
-                arguments = {**calls(sample)["research_evidence_retrieve"][0][0],
-                             "workspace_id": OTHER_WORKSPACE}
+                arguments = {
+                    **calls(sample)["research_evidence_retrieve"][0][0],
+                    "workspace_id": OTHER_WORKSPACE,
+                }
                 elsewhere = await session.call_tool("research_evidence_retrieve", arguments)
                 outcome["elsewhere"] = check_result("research_evidence_retrieve", elsewhere)
         return outcome
@@ -552,7 +646,8 @@ def test_principal_require() -> None:
     with pytest.raises(NotEntitled):
         Principal(scopes=frozenset(), workspaces=frozenset({"*"})).require("agent:research")
     Principal(scopes=frozenset({"agent:research"}), workspaces=frozenset({"*"})).require(
-        "agent:research", OTHER_WORKSPACE)
+        "agent:research", OTHER_WORKSPACE
+    )
     LOCAL_USER.require("agent:research", OTHER_WORKSPACE)
 
 
@@ -560,8 +655,20 @@ def test_keys_commands(tmp_path: Path) -> None:
     db = tmp_path / "keys.db"
     Store(db, progress=False).close()
     runner = CliRunner()
-    created = runner.invoke(main, ["keys", "create", str(db), "--scope", "agent:research",
-                                   "--workspace", WORKSPACE, "--label", "laptop"])
+    created = runner.invoke(
+        main,
+        [
+            "keys",
+            "create",
+            str(db),
+            "--scope",
+            "agent:research",
+            "--workspace",
+            WORKSPACE,
+            "--label",
+            "laptop",
+        ],
+    )
     assert created.exit_code == 0, created.output
     key = created.stdout.strip()
     key_id = key.split("_")[1]
@@ -571,7 +678,11 @@ def test_keys_commands(tmp_path: Path) -> None:
     assert listed.exit_code == 0, listed.output
     [entry] = json.loads(listed.stdout)
     assert (entry["key_id"], entry["label"], entry["scopes"], entry["workspaces"]) == (
-        key_id, "laptop", ["agent:research"], [WORKSPACE])
+        key_id,
+        "laptop",
+        ["agent:research"],
+        [WORKSPACE],
+    )
     secret = key.split("_", 2)[2]
     assert secret not in listed.output
     assert secret.encode() not in db.read_bytes()  # stored hashed
@@ -593,8 +704,11 @@ def test_keys_commands(tmp_path: Path) -> None:
     assert bad_scope.exit_code == 2
 
 
-@pytest.mark.parametrize("command", [["serve"], ["keys"], ["keys", "create"],
-                                     ["keys", "list"], ["keys", "revoke"]], ids=" ".join)
+@pytest.mark.parametrize(
+    "command",
+    [["serve"], ["keys"], ["keys", "create"], ["keys", "list"], ["keys", "revoke"]],
+    ids=" ".join,
+)
 def test_commands_have_help(command: list[str]) -> None:
     result = CliRunner().invoke(main, [*command, "--help"])
     assert result.exit_code == 0

@@ -22,7 +22,8 @@ from researchstore import Store
 from researchstore.index import count_tokens
 
 SETTINGS = settings(
-    max_examples=30, deadline=None,
+    max_examples=30,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
@@ -41,9 +42,12 @@ CORPUS = st.dictionaries(
     keys=st.sampled_from(["a", "b/c", "b/d", "e/f/g", "solo.txt", "b/solo.txt"]),
     values=st.dictionaries(
         keys=st.sampled_from(["one.txt", "two.txt", "three.txt"]),
-        values=FILE_TEXT, min_size=1, max_size=3,
+        values=FILE_TEXT,
+        min_size=1,
+        max_size=3,
     ),
-    min_size=1, max_size=3,
+    min_size=1,
+    max_size=3,
 )
 CHUNK_TOKENS = st.sampled_from([8, 16, 32, 64])
 
@@ -131,7 +135,7 @@ def test_walks_agree_with_the_document_skeleton(
             )
             for index, chunk in enumerate(chunks):
                 chunk_id = chunk["chunk_id"]
-                after = [c for c in chunks[index + 1:] if c["status"] == "ok"]
+                after = [c for c in chunks[index + 1 :] if c["status"] == "ok"]
                 before = [c for c in chunks[:index] if c["status"] == "ok"]
                 walked = ok(store.call("get_chunk_next", {"id": chunk_id, "count": count}))
                 assert walked["found"] is True
@@ -166,9 +170,11 @@ def test_document_windows_concatenate_to_the_skeleton(
             collected: list[dict[str, Any]] = []
             start = 0
             while True:
-                window = ok(store.call(
-                    "get_document_chunks", {"id": document_id, "from": start, "limit": limit}
-                ))
+                window = ok(
+                    store.call(
+                        "get_document_chunks", {"id": document_id, "from": start, "limit": limit}
+                    )
+                )
                 assert window["total_chunks"] == len(chunks)
                 assert len(window["chunks"]) <= limit
                 if not window["chunks"]:
@@ -186,9 +192,11 @@ def test_document_windows_concatenate_to_the_skeleton(
 def read_all(store: Store, document_id: str) -> list[dict[str, Any]]:
     chunks: list[dict[str, Any]] = []
     while True:
-        window = ok(store.call(
-            "get_document_chunks", {"id": document_id, "from": len(chunks), "limit": 100}
-        ))
+        window = ok(
+            store.call(
+                "get_document_chunks", {"id": document_id, "from": len(chunks), "limit": 100}
+            )
+        )
         if not window["chunks"]:
             return chunks
         chunks.extend(window["chunks"])
@@ -236,8 +244,9 @@ def timestamp(ms: int, *, comma: bool) -> str:
     return f"{hours:02d}:{minutes:02d}:{seconds:02d}{',' if comma else '.'}{millis:03d}"
 
 
-CUE_WORDS = st.lists(st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=1, max_size=9),
-                     min_size=0, max_size=12)
+CUE_WORDS = st.lists(
+    st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=1, max_size=9), min_size=0, max_size=12
+)
 CUES = st.lists(
     st.tuples(st.integers(0, 5_000), st.integers(1, 8_000), CUE_WORDS), min_size=1, max_size=40
 )

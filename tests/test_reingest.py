@@ -1167,8 +1167,10 @@ def test_a_forwarded_hit_still_meets_the_filters(
     from researchstore.index import SearchFilters, SearchIndex
 
     root, db = tmp_path / "source", tmp_path / "r.db"
-    write_file(root / "r0" / "report.json",
-               json.dumps({"title": "Hives", "date": REPORT_DATE, "tags": {"season": "spring"}}))
+    write_file(
+        root / "r0" / "report.json",
+        json.dumps({"title": "Hives", "date": REPORT_DATE, "tags": {"season": "spring"}}),
+    )
     write_file(root / "r0" / "a.txt", "Hives\n\nThe queen was marked in April.\n")
     with Store(db, progress=False) as writer, Store(db, progress=False) as reader:
         writer.ingest(root, name="gen")
@@ -1184,9 +1186,10 @@ def test_a_forwarded_hit_still_meets_the_filters(
             real_commit(self)
 
         monkeypatch.setattr(SearchIndex, "commit", look_then_commit)
-        write_file(root / "r0" / "report.json",
-                   json.dumps({"title": "Hives", "date": REPORT_DATE,
-                               "tags": {"season": "autumn"}}))
+        write_file(
+            root / "r0" / "report.json",
+            json.dumps({"title": "Hives", "date": REPORT_DATE, "tags": {"season": "autumn"}}),
+        )
         write_file(root / "r0" / "a.txt", "Hives\n\nThe queen was marked in April.\n")
         reingest(writer)
     # The index still says spring; the current chunk says autumn: not a spring hit.

@@ -104,8 +104,14 @@ def test_an_index_left_behind_the_store_is_rebuilt(tmp_path: Path, source_dir: P
         store.ingest(source_dir, name="field")
     old_index = tmp_path / "old-index"
     shutil.copytree(tmp_path / "r.db.index", old_index)
-    write_report(source_dir, "field/2027/moths", title="Moth trap counts", date="2027-06-01",
-                 tags={"audience": "students"}, files={"moths.txt": "Moth traps caught hawkmoths."})
+    write_report(
+        source_dir,
+        "field/2027/moths",
+        title="Moth trap counts",
+        date="2027-06-01",
+        tags={"audience": "students"},
+        files={"moths.txt": "Moth traps caught hawkmoths."},
+    )
     with Store(db, progress=False) as store:
         store.ingest(source_dir, name="field")
     shutil.rmtree(tmp_path / "r.db.index")
@@ -151,7 +157,9 @@ def test_a_crash_between_sqlite_and_index_commit_is_repaired_on_open(
         pass
     result = subprocess.run(
         [sys.executable, "-c", CRASH_AFTER_SQLITE_COMMIT, str(db), str(source_dir)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 9, result.stderr
     with sqlite3.connect(db) as conn:
@@ -207,9 +215,7 @@ def test_a_chunk_the_index_rejects_is_marked_embed_failed(
 
     monkeypatch.setattr(SearchIndex, "add", picky_add)
     store.ingest(source_dir, name="field")
-    failed = store.conn.execute(
-        "SELECT text FROM chunks WHERE status = 'embed_failed'"
-    ).fetchall()
+    failed = store.conn.execute("SELECT text FROM chunks WHERE status = 'embed_failed'").fetchall()
     assert failed and all("Note 3.2" in text for (text,) in failed)
     _agree(store)
 
@@ -225,16 +231,18 @@ def test_a_second_writer_is_refused_while_one_works(tmp_path: Path, source_dir: 
             assert second.ingest(source_dir, name="field").new == 3
 
 
-def test_reingesting_an_unchanged_source_touches_nothing(filled_store: Store,
-                                                         source_dir: Path) -> None:
+def test_reingesting_an_unchanged_source_touches_nothing(
+    filled_store: Store, source_dir: Path
+) -> None:
     before = filled_store.search("varroa", limit=5)
     summary = filled_store.ingest(source_dir, name="field")
     assert (summary.new, summary.modified, summary.unchanged) == (0, 0, 3)
     assert _ids(filled_store.search("varroa", limit=5)) == _ids(before)
 
 
-def test_a_modified_report_gets_new_ids_and_old_ones_miss(filled_store: Store,
-                                                          source_dir: Path) -> None:
+def test_a_modified_report_gets_new_ids_and_old_ones_miss(
+    filled_store: Store, source_dir: Path
+) -> None:
     store = filled_store
     old = store.search("lecture hall", limit=1)[0]
     (source_dir / "misc" / "memo.txt").write_text("Memo\n\nThe lecture hall moves to building D.\n")
@@ -250,8 +258,9 @@ def test_a_modified_report_gets_new_ids_and_old_ones_miss(filled_store: Store,
 
 def test_long_text_is_chunked_and_searchable(store: Store, tmp_path: Path) -> None:
     root = tmp_path / "long"
-    write_report(root, "r", title="Long", date="2026-01-01", tags={},
-                 files={"long.txt": long_text(200)})
+    write_report(
+        root, "r", title="Long", date="2026-01-01", tags={}, files={"long.txt": long_text(200)}
+    )
     summary = store.ingest(root)
     assert summary.chunks > 20
     _agree(store)

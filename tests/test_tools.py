@@ -34,12 +34,30 @@ SENTENCES = [
 ]
 
 SEARCH_HIT_KEYS = {
-    "chunk_id", "report_id", "document_id", "title", "date", "score", "text", "snippet",
-    "tags", "position", "start_ms", "end_ms",
+    "chunk_id",
+    "report_id",
+    "document_id",
+    "title",
+    "date",
+    "score",
+    "text",
+    "snippet",
+    "tags",
+    "position",
+    "start_ms",
+    "end_ms",
 }
 CHUNK_BODY_KEYS = {
-    "chunk_id", "document_id", "report_id", "position", "text", "token_count", "status",
-    "heading_path", "start_ms", "end_ms",
+    "chunk_id",
+    "document_id",
+    "report_id",
+    "position",
+    "text",
+    "token_count",
+    "status",
+    "heading_path",
+    "start_ms",
+    "end_ms",
 }
 UNKNOWN = "00000000-0000-7000-8000-000000000000"
 
@@ -89,15 +107,23 @@ def tool_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
     base = tmp_path_factory.mktemp("tools")
     alpha = base / "alpha"
     write_report(
-        alpha, "field/2026/bees",
-        {"title": "Bee colony survey", "date": "2026-03-14",
-         "tags": {"audience": "students", "season": "spring"}},
+        alpha,
+        "field/2026/bees",
+        {
+            "title": "Bee colony survey",
+            "date": "2026-03-14",
+            "tags": {"audience": "students", "season": "spring"},
+        },
         {"notes.txt": paragraphs(30)},
     )
     write_report(
-        alpha, "field/2025/river",
-        {"title": "River water quality", "date": "2025-09-02",
-         "tags": {"audience": "public", "season": "autumn"}},
+        alpha,
+        "field/2025/river",
+        {
+            "title": "River water quality",
+            "date": "2025-09-02",
+            "tags": {"audience": "public", "season": "autumn"},
+        },
         {"summary.txt": paragraphs(12, seed=4)},
     )
     (alpha / "misc").mkdir(parents=True)
@@ -112,11 +138,17 @@ def tool_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
     (alpha / "pages" / "workshop.vtt").write_text(VTT_FILE)
     beta = base / "beta"
     write_report(
-        beta, "garden/compost",
-        {"title": "Compost trial", "date": "2024-09-18",
-         "tags": {"audience": "public", "season": "autumn"}},
-        {"trial.txt": "Vermicompost beds fed the pollinator strip.\n\n"
-                      "Varroa were not part of this trial at all."},
+        beta,
+        "garden/compost",
+        {
+            "title": "Compost trial",
+            "date": "2024-09-18",
+            "tags": {"audience": "public", "season": "autumn"},
+        },
+        {
+            "trial.txt": "Vermicompost beds fed the pollinator strip.\n\n"
+            "Varroa were not part of this trial at all."
+        },
     )
     with Store(base / "tools.db", progress=False, chunk_tokens=48) as store:
         store.ingest(alpha, name="alpha")
@@ -212,7 +244,10 @@ def test_get_chunk_hit_round_trips_every_search_hit(
         chunk = ok(envelope)["chunk"]
         assert chunk is not None
         assert (chunk["report_id"], chunk["title"], chunk["date"], chunk["text"]) == (
-            hit["report_id"], hit["title"], hit["date"], hit["text"]
+            hit["report_id"],
+            hit["title"],
+            hit["date"],
+            hit["text"],
         )
 
 
@@ -247,7 +282,9 @@ def test_search_hits_carry_every_documented_field(tool_store: Store) -> None:
         report = ok(tool_store.call("research_get_report", {"report_id": hit["report_id"]}))
         report = report["report"]
         assert (hit["title"], hit["date"], hit["tags"]) == (
-            report["title"], report["date"], report["tags"]
+            report["title"],
+            report["date"],
+            report["tags"],
         )
         assert hit["document_id"] in {d["document_id"] for d in report["documents"]}
         assert isinstance(hit["score"], float) and hit["score"] > 0
@@ -320,11 +357,8 @@ def test_search_filter_by_tags(tool_store: Store) -> None:
     either = search(tool_store, "varroa", limit=50, tags={"audience": ["students", "public"]})
     assert {hit["tags"]["audience"] for hit in either} <= {"students", "public"}
     assert len(either) == min(50, len(students) + len(public))
-    both = search(tool_store, "varroa", limit=50,
-                  tags={"audience": "public", "season": "autumn"})
-    assert both and all(
-        hit["tags"] == {"audience": "public", "season": "autumn"} for hit in both
-    )
+    both = search(tool_store, "varroa", limit=50, tags={"audience": "public", "season": "autumn"})
+    assert both and all(hit["tags"] == {"audience": "public", "season": "autumn"} for hit in both)
     assert search(tool_store, "varroa", tags={"audience": "nobody"}) == []
     assert search(tool_store, "varroa", tags={"no-such-tag": "students"}) == []
 
@@ -338,8 +372,10 @@ def test_search_filter_by_dates(tool_store: Store) -> None:
     assert hits and {hit["date"] for hit in hits} == {"2025-09-02"}
     assert search(tool_store, "varroa", date_from="2030-01-01") == []
     assert_invalid(
-        tool_store.call("research_chunk_search",
-                        {"query": "varroa", "date_from": "2026-02-01", "date_to": "2026-01-01"}),
+        tool_store.call(
+            "research_chunk_search",
+            {"query": "varroa", "date_from": "2026-02-01", "date_to": "2026-01-01"},
+        ),
         "date_from",
     )
 
@@ -368,12 +404,26 @@ def test_search_filter_by_kind(tool_store: Store) -> None:
 @pytest.mark.parametrize(
     ("field", "value"),
     [
-        ("report_id", "1"), ("report_id", 0), ("report_id", True), ("report_id", 1.5),
-        ("tags", "audience=students"), ("tags", ["students"]), ("tags", {"audience": 5}),
-        ("tags", {"audience": []}), ("tags", {"audience": [""]}),
-        ("date_from", "2026-13-01"), ("date_from", "2026-02-30"), ("date_from", "yesterday"),
-        ("date_from", 20260101), ("date_to", "14/03/2026"), ("date_to", "2026-3-14"),
-        ("source", ""), ("source", 1), ("kind", "pdf"), ("kind", "HTML"), ("kind", 1),
+        ("report_id", "1"),
+        ("report_id", 0),
+        ("report_id", True),
+        ("report_id", 1.5),
+        ("tags", "audience=students"),
+        ("tags", ["students"]),
+        ("tags", {"audience": 5}),
+        ("tags", {"audience": []}),
+        ("tags", {"audience": [""]}),
+        ("date_from", "2026-13-01"),
+        ("date_from", "2026-02-30"),
+        ("date_from", "yesterday"),
+        ("date_from", 20260101),
+        ("date_to", "14/03/2026"),
+        ("date_to", "2026-3-14"),
+        ("source", ""),
+        ("source", 1),
+        ("kind", "pdf"),
+        ("kind", "HTML"),
+        ("kind", 1),
     ],
 )
 def test_search_bad_filters_name_their_field(tool_store: Store, field: str, value: Any) -> None:
@@ -390,11 +440,40 @@ def test_search_needs_a_non_empty_string_query(tool_store: Store, query: Any) ->
 @pytest.mark.parametrize(
     "query",
     [
-        '"', '"""', '"varroa', 'varroa"', '"varroa mite"', "title:varroa", "text:", ":",
-        "varroa AND", "AND OR NOT", "NOT varroa", "(varroa", "varroa)", "[1 TO 5]", "{}",
-        "varroa^2", "varroa~", "*", "?", "\\", "+-!", "a:b:c", "-", "' OR 1=1 --",
-        "\x00", "\x00varroa\x07", "\u200b", "🐝 varroa", "ørretyngel", "漢字", "   ", "\n\t",
-        "varroa " * 500, "x" * 4096,
+        '"',
+        '"""',
+        '"varroa',
+        'varroa"',
+        '"varroa mite"',
+        "title:varroa",
+        "text:",
+        ":",
+        "varroa AND",
+        "AND OR NOT",
+        "NOT varroa",
+        "(varroa",
+        "varroa)",
+        "[1 TO 5]",
+        "{}",
+        "varroa^2",
+        "varroa~",
+        "*",
+        "?",
+        "\\",
+        "+-!",
+        "a:b:c",
+        "-",
+        "' OR 1=1 --",
+        "\x00",
+        "\x00varroa\x07",
+        "\u200b",
+        "🐝 varroa",
+        "ørretyngel",
+        "漢字",
+        "   ",
+        "\n\t",
+        "varroa " * 500,
+        "x" * 4096,
     ],
     ids=lambda query: repr(query)[:30],
 )
@@ -404,8 +483,9 @@ def test_search_accepts_any_text(tool_store: Store, query: str) -> None:
 
 
 @given(query=st.text(min_size=1, max_size=300))
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 def test_search_never_errors_on_any_text(tool_store: Store, query: str) -> None:
     envelope = tool_store.call("research_chunk_search", {"query": query, "limit": 5})
     assert "error" not in envelope, envelope
@@ -414,15 +494,45 @@ def test_search_never_errors_on_any_text(tool_store: Store, query: str) -> None:
 
 @given(
     words=st.lists(
-        st.sampled_from(["varroa", "AND", "OR", "NOT", '"', ":", "(", ")", "[", "]", "{", "}",
-                         "^", "~", "*", "\\", "text:", "title:", "-", "+", "'", "hive",
-                         "\x00", "\u00e5", "🐝", "TO", "\n"]),
-        min_size=1, max_size=30,
+        st.sampled_from(
+            [
+                "varroa",
+                "AND",
+                "OR",
+                "NOT",
+                '"',
+                ":",
+                "(",
+                ")",
+                "[",
+                "]",
+                "{",
+                "}",
+                "^",
+                "~",
+                "*",
+                "\\",
+                "text:",
+                "title:",
+                "-",
+                "+",
+                "'",
+                "hive",
+                "\x00",
+                "\u00e5",
+                "🐝",
+                "TO",
+                "\n",
+            ]
+        ),
+        min_size=1,
+        max_size=30,
     ),
     separator=st.sampled_from(["", " ", "  "]),
 )
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 def test_search_never_errors_on_query_syntax(
     tool_store: Store, words: list[str], separator: str
 ) -> None:
@@ -555,7 +665,8 @@ def test_get_chunks_reports_what_was_not_found(tool_store: Store, bees: dict[str
     assert [chunk["chunk_id"] for chunk in result["chunks"]] == [first, second]
     assert sorted(result["not_found"]) == sorted([missing, UNKNOWN])
     assert ok(tool_store.call("get_chunks", {"ids": [UNKNOWN]})) == {
-        "chunks": [], "not_found": [UNKNOWN]
+        "chunks": [],
+        "not_found": [UNKNOWN],
     }
 
 
@@ -569,8 +680,17 @@ def test_get_chunks_with_duplicate_ids(tool_store: Store, bees: dict[str, Any]) 
 @pytest.mark.parametrize(
     "ids",
     [[], ["a"] * 21, "abc", None, [1], [""], [None], {"0": "a"}, [["a"]]],
-    ids=["0 ids", "21 ids", "string", "null", "int item", "empty item", "null item", "object",
-         "nested"],
+    ids=[
+        "0 ids",
+        "21 ids",
+        "string",
+        "null",
+        "int item",
+        "empty item",
+        "null item",
+        "object",
+        "nested",
+    ],
 )
 def test_get_chunks_bad_ids(tool_store: Store, ids: Any) -> None:
     assert_invalid(tool_store.call("get_chunks", {"ids": ids}), "ids")
@@ -594,9 +714,7 @@ def test_next_defaults_to_5_in_reading_order(tool_store: Store, bees: dict[str, 
     result = ok(tool_store.call("get_chunk_next", {"id": anchor}))
     assert result["found"] is True
     assert positions(result["chunks"]) == [4, 5, 6, 7, 8]
-    assert [c["chunk_id"] for c in result["chunks"]] == [
-        c["chunk_id"] for c in bees["chunks"][4:9]
-    ]
+    assert [c["chunk_id"] for c in result["chunks"]] == [c["chunk_id"] for c in bees["chunks"][4:9]]
     assert all(set(chunk) >= CHUNK_BODY_KEYS for chunk in result["chunks"])
 
 
@@ -657,11 +775,13 @@ def test_neighbors_at_the_edges(tool_store: Store, bees: dict[str, Any]) -> None
     assert first["prev"] == [] and positions(first["next"]) == [1, 2]
     last = ok(tool_store.call("get_chunk_neighbors", {"id": bees["chunks"][-1]["chunk_id"]}))
     assert positions(last["prev"]) == [total - 3, total - 2] and last["next"] == []
-    second = ok(tool_store.call("get_chunk_neighbors",
-                                {"id": bees["chunks"][1]["chunk_id"], "count": 3}))
+    second = ok(
+        tool_store.call("get_chunk_neighbors", {"id": bees["chunks"][1]["chunk_id"], "count": 3})
+    )
     assert positions(second["prev"]) == [0] and positions(second["next"]) == [2, 3, 4]
-    wide = ok(tool_store.call("get_chunk_neighbors",
-                              {"id": bees["chunks"][5]["chunk_id"], "count": 100}))
+    wide = ok(
+        tool_store.call("get_chunk_neighbors", {"id": bees["chunks"][5]["chunk_id"], "count": 100})
+    )
     assert positions(wide["prev"]) + [5] + positions(wide["next"]) == list(range(total))
 
 
@@ -675,7 +795,9 @@ def test_neighbors_of_a_single_chunk_document(tool_store: Store) -> None:
 
 def test_neighbors_of_an_unknown_id(tool_store: Store) -> None:
     assert ok(tool_store.call("get_chunk_neighbors", {"id": UNKNOWN})) == {
-        "chunk": None, "prev": [], "next": []
+        "chunk": None,
+        "prev": [],
+        "next": [],
     }
 
 
@@ -692,7 +814,11 @@ def test_parents_chain_from_document_to_source_version(
         assert isinstance(node["id"], str) and node["id"]
         assert isinstance(node["name"], str) and node["name"]
     assert [node["kind"] for node in chain] == [
-        "document", "report", "folder", "folder", "source_version"
+        "document",
+        "report",
+        "folder",
+        "folder",
+        "source_version",
     ]
     assert [node["name"] for node in chain] == ["notes.txt", "bees", "2026", "field", "alpha"]
     document = chain[0]
@@ -708,7 +834,9 @@ def test_parents_of_a_single_file_report(tool_store: Store) -> None:
     chain = ok(tool_store.call("get_chunk_parents", {"id": memo["chunks"][0]["chunk_id"]}))
     kinds = [(node["kind"], node["name"]) for node in chain["parents"]]
     assert kinds == [
-        ("document", "memo.txt"), ("report", "memo.txt"), ("folder", "misc"),
+        ("document", "memo.txt"),
+        ("report", "memo.txt"),
+        ("folder", "misc"),
         ("source_version", "alpha"),
     ]
 
@@ -755,9 +883,7 @@ def test_document_chunks_default_window(tool_store: Store, bees: dict[str, Any])
     assert result["total_chunks"] == len(bees["chunks"])
     assert result["from"] == 0
     assert positions(result["chunks"]) == list(range(20))
-    assert [c["chunk_id"] for c in result["chunks"]] == [
-        c["chunk_id"] for c in bees["chunks"][:20]
-    ]
+    assert [c["chunk_id"] for c in result["chunks"]] == [c["chunk_id"] for c in bees["chunks"][:20]]
     assert all(chunk["text"].strip() for chunk in result["chunks"])
 
 
@@ -768,8 +894,9 @@ def test_document_chunks_windows(tool_store: Store, bees: dict[str, Any]) -> Non
     assert positions(window["chunks"]) == list(range(6, 12))
     one = ok(tool_store.call("get_document_chunks", {"id": document_id, "limit": 1}))
     assert positions(one["chunks"]) == [0]
-    tail = ok(tool_store.call("get_document_chunks",
-                              {"id": document_id, "from": total - 1, "limit": 100}))
+    tail = ok(
+        tool_store.call("get_document_chunks", {"id": document_id, "from": total - 1, "limit": 100})
+    )
     assert positions(tail["chunks"]) == [total - 1]
     everything = ok(tool_store.call("get_document_chunks", {"id": document_id, "limit": 100}))
     assert positions(everything["chunks"]) == list(range(min(total, 100)))
@@ -778,8 +905,9 @@ def test_document_chunks_windows(tool_store: Store, bees: dict[str, Any]) -> Non
 @pytest.mark.parametrize("past", [0, 1, 1000, 2**40])
 def test_document_chunks_past_the_end(tool_store: Store, bees: dict[str, Any], past: int) -> None:
     total = len(bees["chunks"])
-    result = ok(tool_store.call("get_document_chunks",
-                                {"id": bees["document_id"], "from": total + past}))
+    result = ok(
+        tool_store.call("get_document_chunks", {"id": bees["document_id"], "from": total + past})
+    )
     assert result["chunks"] == [] and result["total_chunks"] == total
 
 
@@ -818,10 +946,21 @@ def invalid_values(param: Any) -> list[tuple[str, Any]]:
     kind = param.type
     cases: list[tuple[str, Any]] = []
     wrong_types = {
-        "string": [("int", 5), ("list", ["x"]), ("object", {"x": 1}), ("bool", True),
-                   ("float", 1.5)],
-        "integer": [("string", "5"), ("float", 1.5), ("bool-true", True), ("bool-false", False),
-                    ("list", [1]), ("object", {"n": 1})],
+        "string": [
+            ("int", 5),
+            ("list", ["x"]),
+            ("object", {"x": 1}),
+            ("bool", True),
+            ("float", 1.5),
+        ],
+        "integer": [
+            ("string", "5"),
+            ("float", 1.5),
+            ("bool-true", True),
+            ("bool-false", False),
+            ("list", [1]),
+            ("object", {"n": 1}),
+        ],
         "array": [("string", "x"), ("int", 1), ("object", {"0": "x"}), ("bool", True)],
         "object": [("string", "x"), ("list", ["x"]), ("int", 1), ("bool", True)],
         "boolean": [("string", "true"), ("int", 1)],
@@ -917,8 +1056,9 @@ def test_every_tool_refuses_unknown_arguments(tool_store: Store, tool_name: str)
 
 
 @pytest.mark.parametrize("tool_name", list(TOOLS))
-@pytest.mark.parametrize("arguments", [[], ["x"], "x", 5, True],
-                         ids=["list", "list-item", "string", "int", "bool"])
+@pytest.mark.parametrize(
+    "arguments", [[], ["x"], "x", 5, True], ids=["list", "list-item", "string", "int", "bool"]
+)
 def test_every_tool_refuses_non_object_arguments(
     tool_store: Store, tool_name: str, arguments: Any
 ) -> None:
@@ -927,8 +1067,9 @@ def test_every_tool_refuses_non_object_arguments(
     assert envelope["error"].get("field") in (None, "arguments")
 
 
-@pytest.mark.parametrize("tool_name", [name for name, tool in TOOLS.items()
-                                       if any(p.required for p in tool.params)])
+@pytest.mark.parametrize(
+    "tool_name", [name for name, tool in TOOLS.items() if any(p.required for p in tool.params)]
+)
 def test_every_tool_with_required_params_refuses_no_arguments(
     tool_store: Store, tool_name: str
 ) -> None:
@@ -985,8 +1126,7 @@ def test_booleans_are_not_integers(tool_store: Store, bees: dict[str, Any]) -> N
     assert_invalid(
         tool_store.call("get_document_chunks", {"id": bees["document_id"], "from": False}), "from"
     )
-    assert_invalid(tool_store.call("research_chunk_search", {"query": "x", "limit": True}),
-                   "limit")
+    assert_invalid(tool_store.call("research_chunk_search", {"query": "x", "limit": True}), "limit")
 
 
 def test_every_edge_case_envelope_matches_the_published_output_schema(

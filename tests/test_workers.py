@@ -27,9 +27,14 @@ def _contents(store: Store) -> dict[str, list[tuple[str, int, str]]]:
 def many_reports(tmp_path: Path) -> Path:
     root = tmp_path / "many"
     for number in range(12):
-        write_report(root, f"group-{number % 3}/report-{number:02d}", title=f"Report {number}",
-                     date="2026-05-01", tags={"n": str(number)},
-                     files={"notes.txt": long_text(4 + number, seed=number)})
+        write_report(
+            root,
+            f"group-{number % 3}/report-{number:02d}",
+            title=f"Report {number}",
+            date="2026-05-01",
+            tags={"n": str(number)},
+            files={"notes.txt": long_text(4 + number, seed=number)},
+        )
     (root / "loose.txt").write_text(long_text(3))
     (root / "group-0" / "report-00" / "report.json").write_text("{ broken")
     return root
@@ -48,7 +53,9 @@ def test_worker_processes_store_what_one_process_stores(
         assert _contents(parallel) == expected_contents
         assert parallel.search("varroa", limit=3)
     assert (summary.new, summary.failed, summary.chunks) == (
-        expected.new, expected.failed, expected.chunks
+        expected.new,
+        expected.failed,
+        expected.chunks,
     )
     assert summary.failures == expected.failures
     assert summary.failures[0]["report"] == "group-0/report-00"

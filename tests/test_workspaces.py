@@ -36,8 +36,9 @@ def _ids(store: Store) -> dict[str, Any]:
 
 
 def _key(*workspaces: str) -> Principal:
-    return Principal(scopes=frozenset({"agent:research"}), workspaces=frozenset(workspaces),
-                     key_id="test")
+    return Principal(
+        scopes=frozenset({"agent:research"}), workspaces=frozenset(workspaces), key_id="test"
+    )
 
 
 CALLS = [
@@ -45,8 +46,7 @@ CALLS = [
     ("research_resolve_chunk", lambda i: {"chunk_id": i["chunk"]}, {"resolution": None}),
     ("get_chunk_next", lambda i: {"id": i["chunk"]}, {"found": False, "chunks": []}),
     ("get_chunk_prev", lambda i: {"id": i["chunk"]}, {"found": False, "chunks": []}),
-    ("get_chunk_neighbors", lambda i: {"id": i["chunk"]},
-     {"chunk": None, "prev": [], "next": []}),
+    ("get_chunk_neighbors", lambda i: {"id": i["chunk"]}, {"chunk": None, "prev": [], "next": []}),
     ("get_chunk_parents", lambda i: {"id": i["chunk"]}, {"parents": None}),
     ("get_document", lambda i: {"id": i["document"]}, {"document": None}),
     ("research_get_report", lambda i: {"report_id": i["report"]}, {"report": None}),
@@ -70,6 +70,11 @@ def test_document_chunks_and_batches_hide_it_too(evidence_store: Store, tmp_path
     with acting_as(_key(WORKSPACE_A)):
         window = evidence_store.call("get_document_chunks", {"id": ids["document"]})["result"]
         batch = evidence_store.call("get_chunks", {"ids": [ids["chunk"], "nope"]})["result"]
-    assert window == {"found": False, "document_id": ids["document"], "from": 0,
-                      "total_chunks": 0, "chunks": []}
+    assert window == {
+        "found": False,
+        "document_id": ids["document"],
+        "from": 0,
+        "total_chunks": 0,
+        "chunks": [],
+    }
     assert batch == {"chunks": [], "not_found": [ids["chunk"], "nope"]}

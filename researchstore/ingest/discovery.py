@@ -30,7 +30,6 @@ class ReportSource:
     files: list[str]  # its document files, relative to the root, sorted
 
 
-
 def discover(root: Path) -> tuple[list[ReportSource], list[dict[str, Any]]]:
     """Every report under ``root`` and the files that were passed over (and why).
 

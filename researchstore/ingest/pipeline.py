@@ -293,8 +293,10 @@ class _Writer:
         # A replaced report cannot be found until the index commit lands (its
         # old ids are gone from SQLite, its new ones not yet searchable), so
         # such a batch is committed at once; new reports may wait a little.
-        if replaced or self.uncommitted_chunks >= INDEX_COMMIT_CHUNKS or (
-            lag >= INDEX_COMMIT_SECONDS
+        if (
+            replaced
+            or self.uncommitted_chunks >= INDEX_COMMIT_CHUNKS
+            or (lag >= INDEX_COMMIT_SECONDS)
         ):
             self.commit_index()
 
@@ -462,8 +464,10 @@ def _claim_report_id(conn: sqlite3.Connection, wanted: int | None) -> int:
     a high-water mark in ``meta`` prevents that.
     """
     row = conn.execute("SELECT value FROM meta WHERE key = 'report_id_high'").fetchone()
-    highest = max(int(row[0]) if row else 0,
-                  conn.execute("SELECT coalesce(max(report_id), 0) FROM reports").fetchone()[0])
+    highest = max(
+        int(row[0]) if row else 0,
+        conn.execute("SELECT coalesce(max(report_id), 0) FROM reports").fetchone()[0],
+    )
     report_id = wanted if wanted is not None else highest + 1
     conn.execute(
         "INSERT INTO meta (key, value) VALUES ('report_id_high', ?) "
@@ -572,8 +576,13 @@ def ingest_file(
         )
     root = Path(path.anchor)
     return ingest_source(
-        store, root, name=name, only=[path.relative_to(root).as_posix()], kind="files",
-        wait=True, progress=progress,
+        store,
+        root,
+        name=name,
+        only=[path.relative_to(root).as_posix()],
+        kind="files",
+        wait=True,
+        progress=progress,
     )
 
 

@@ -44,8 +44,11 @@ def _main_module_hidden() -> Iterator[None]:
     ``submit``).
     """
     main = sys.modules.get("__main__")
-    saved = {name: main.__dict__[name] for name in ("__file__", "__spec__")
-             if main is not None and name in main.__dict__}
+    saved = {
+        name: main.__dict__[name]
+        for name in ("__file__", "__spec__")
+        if main is not None and name in main.__dict__
+    }
     if main is not None:
         main.__dict__.pop("__file__", None)
         main.__dict__["__spec__"] = None
@@ -94,8 +97,10 @@ def prepare_in_order(
     if workers <= 1:
         for task in tasks:
             report, known, signature = task
-            yield task, prepare_one(root, report, known[0] if known else None, signature,
-                                    chunk_tokens)
+            yield (
+                task,
+                prepare_one(root, report, known[0] if known else None, signature, chunk_tokens),
+            )
         return
     pending = iter(tasks)
     context = multiprocessing.get_context("spawn")  # never fork a process holding Tantivy threads
