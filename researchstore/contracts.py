@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from researchstore.tools import DOCUMENT_KINDS
+from researchstore.ingest.model import DOCUMENT_KINDS
 
 Schema = dict[str, Any]
 

@@ -60,7 +60,8 @@ from researchstore.fetch import FetchPolicy
 from researchstore.ids import new_id
 from researchstore.ingest.chunking import chunk_blocks, chunk_segments
 from researchstore.ingest.html import MAX_NODES
-from researchstore.tools import Param, Tool, register
+from researchstore.params import Param, Tool
+from researchstore.tools import register
 
 if TYPE_CHECKING:
     from researchstore.store import Store
