@@ -1,4 +1,4 @@
-"""API keys for the MCP server over HTTP, and who is calling a tool.
+"""API keys for the MCP server over HTTP: creation, listing, revocation, checks.
 
 A key reads ``rsk_<key_id>_<secret>``. ``key_id`` (12 hex digits) is public:
 it names the key in listings and finds its row. ``secret`` is 32 random bytes
@@ -6,12 +6,8 @@ it names the key in listings and finds its row. ``secret`` is 32 random bytes
 random salt per key; a secret of 256 random bits needs no slow hash, and the
 comparison is constant-time. The plaintext is shown once, by ``create_key``.
 
-A key carries scopes (``agent:research`` for evidence retrieval) and the
-workspaces it may use (``*`` for any). Over HTTP the server authenticates
-every request and runs the tool ``acting_as`` the key's ``Principal``; a tool
-that needs a right calls ``current_principal().require(...)``, which raises
-``NotEntitled``. Everything else, the library, the CLI and the MCP server over
-stdio, acts as ``LOCAL_USER``, who has every right.
+A key carries scopes and workspaces; ``authenticate`` turns a presented key
+into the ``Principal`` (``principal.py``) that the server's tools run as.
 """
 
 from __future__ import annotations
@@ -25,22 +21,19 @@ import secrets
 import sqlite3
 import threading
 import time
-import uuid
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from researchstore.dates import utc_now
-from researchstore.errors import InvalidInput, NotEntitled
-from researchstore.store import Store
+from researchstore.principal import (
+    Principal,
+    check_scopes,
+    check_workspaces,
+)
 
-#: Every scope a key can hold, and what it allows.
-SCOPES: dict[str, str] = {
-    "agent:research": "retrieve public sources as evidence (research_evidence_retrieve)",
-}
-ANY_WORKSPACE = "*"
+if TYPE_CHECKING:
+    from researchstore.store import Store
+
 KEY_PREFIX = "rsk"
 #: ``last_used_at`` is stamped at most this often per key, so that serving
 #: requests does not turn every read into a write.
@@ -49,95 +42,6 @@ TOUCH_INTERVAL_S = 60.0
 _KEY = re.compile(r"^rsk_([0-9a-f]{12})_([A-Za-z0-9_-]{43})$")
 #: How a key can be named for revocation: its id, its listed prefix, or itself.
 _KEY_REFERENCE = re.compile(r"^(?:rsk_)?([0-9a-f]{12})(?:_[A-Za-z0-9_-]*)?$")
-
-
-@dataclass(frozen=True, slots=True)
-class Principal:
-    """Who is calling: the rights of one API key, or the local user's (all)."""
-
-    scopes: frozenset[str]
-    workspaces: frozenset[str]
-    key_id: str | None = None
-    unrestricted: bool = False
-
-    def require(self, scope: str, workspace: str | None = None) -> None:
-        """Raise ``NotEntitled`` unless this caller holds ``scope`` (in ``workspace``)."""
-        if self.unrestricted:
-            return
-        if scope not in self.scopes:
-            raise NotEntitled(
-                f"this API key lacks the scope {scope!r}",
-                details={"required_scope": scope, "key_id": self.key_id},
-            )
-        if workspace is None or ANY_WORKSPACE in self.workspaces:
-            return
-        if _canonical_workspace(workspace) not in self.workspaces:
-            raise NotEntitled(
-                f"this API key may not use workspace {workspace!r}",
-                field="workspace_id",
-                details={"workspace_id": workspace, "key_id": self.key_id},
-            )
-
-
-LOCAL_USER = Principal(
-    scopes=frozenset(SCOPES), workspaces=frozenset({ANY_WORKSPACE}), unrestricted=True
-)
-#: Holds nothing: what a request that somehow lost its key acts as.
-NOBODY = Principal(scopes=frozenset(), workspaces=frozenset())
-
-_current: ContextVar[Principal] = ContextVar("researchstore_principal", default=LOCAL_USER)
-
-
-def current_principal() -> Principal:
-    """The caller of the tool now running (``LOCAL_USER`` outside the HTTP server)."""
-    return _current.get()
-
-
-@contextmanager
-def acting_as(principal: Principal) -> Iterator[Principal]:
-    """Run the block as ``principal``."""
-    token = _current.set(principal)
-    try:
-        yield principal
-    finally:
-        _current.reset(token)
-
-
-# -- keys ----------------------------------------------------------------------
-
-
-def _canonical_workspace(workspace: str) -> str:
-    try:
-        return str(uuid.UUID(workspace))
-    except (ValueError, AttributeError, TypeError):
-        return workspace
-
-
-def _check_scopes(scopes: Iterable[str]) -> list[str]:
-    checked = sorted(set(scopes))
-    for scope in checked:
-        if scope not in SCOPES:
-            raise InvalidInput(
-                f"unknown scope {scope!r}; known scopes: {', '.join(sorted(SCOPES))}",
-                field="scope",
-            )
-    return checked
-
-
-def _check_workspaces(workspaces: Iterable[str]) -> list[str]:
-    checked: set[str] = set()
-    for workspace in workspaces:
-        if workspace == ANY_WORKSPACE:
-            checked.add(workspace)
-            continue
-        try:
-            checked.add(str(uuid.UUID(workspace)))
-        except (ValueError, AttributeError, TypeError):
-            raise InvalidInput(
-                f"workspace must be a UUID or {ANY_WORKSPACE!r}; got {workspace!r}",
-                field="workspace",
-            ) from None
-    return sorted(checked)
 
 
 def _hash(salt: bytes, secret: str) -> bytes:
@@ -152,8 +56,8 @@ def create_key(
     label: str | None = None,
 ) -> str:
     """Create a key and return its plaintext: the only time it is ever shown."""
-    checked_scopes = _check_scopes(scopes)
-    checked_workspaces = _check_workspaces(workspaces)
+    checked_scopes = check_scopes(scopes)
+    checked_workspaces = check_workspaces(workspaces)
     secret = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode("ascii").rstrip("=")
     salt = secrets.token_bytes(16)
     with store.transaction() as conn:
@@ -264,16 +168,4 @@ def _touch(store: Store, key_id: str) -> None:
             _touched.pop(slot, None)
 
 
-__all__ = [
-    "ANY_WORKSPACE",
-    "LOCAL_USER",
-    "NOBODY",
-    "SCOPES",
-    "Principal",
-    "acting_as",
-    "authenticate",
-    "create_key",
-    "current_principal",
-    "list_keys",
-    "revoke_key",
-]
+__all__ = ["authenticate", "create_key", "list_keys", "revoke_key"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import anyio
 import click
 
-from researchstore.auth import ANY_WORKSPACE, SCOPES
 from researchstore.errors import ResearchStoreError
 from researchstore.mcp_server import PROFILES, TRANSPORTS
+from researchstore.principal import ANY_WORKSPACE, SCOPES
 
 
 @click.command()

@@ -36,6 +36,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from researchstore import auth, contracts
+from researchstore.principal import LOCAL_USER, NOBODY, Principal, acting_as
 from researchstore.store import Store
 from researchstore.tools import TOOLS, Param, Tool, call_tool
 
@@ -171,7 +172,7 @@ def build_server(
         principal = _caller(server, transport)
 
         def run() -> dict[str, Any]:
-            with auth.acting_as(principal):
+            with acting_as(principal):
                 return call_tool(store, name, arguments, tools=tools)
 
         return tool_result(await anyio.to_thread.run_sync(run))
@@ -179,14 +180,14 @@ def build_server(
     return server
 
 
-def _caller(server: Server[Any, Any], transport: str) -> auth.Principal:
+def _caller(server: Server[Any, Any], transport: str) -> Principal:
     if transport == "stdio":
-        return auth.LOCAL_USER
+        return LOCAL_USER
     request = server.request_context.request
     scope = getattr(request, "scope", None) or {}
     principal = scope.get(PRINCIPAL_SCOPE_KEY)
     # Fail closed: an HTTP call that somehow carries no principal gets no rights.
-    return principal if isinstance(principal, auth.Principal) else auth.NOBODY
+    return principal if isinstance(principal, Principal) else NOBODY
 
 
 def _version() -> str:

@@ -13,11 +13,11 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from researchstore.auth import current_principal
 from researchstore.errors import InvalidInput, NotEntitled, ResearchStoreError, UpstreamUnavailable
 from researchstore.index import SearchFilters
 from researchstore.ingest.model import DOCUMENT_KINDS
 from researchstore.params import MAX_SAFE_INTEGER, Param, Tool
+from researchstore.principal import current_principal
 
 if TYPE_CHECKING:
     from researchstore.store import Store

@@ -28,7 +28,6 @@ from click.testing import CliRunner
 from test_fetch import ARTICLE, Site, page, redirect, site, static  # noqa: F401 (fixture)
 
 from researchstore import Store, call_tool
-from researchstore.auth import Principal, acting_as
 from researchstore.cli import main
 from researchstore.contracts import output_schema
 from researchstore.evidence import (
@@ -41,6 +40,7 @@ from researchstore.evidence import (
     retrieve,
 )
 from researchstore.fetch import FetchPolicy
+from researchstore.principal import Principal, acting_as
 from researchstore.tools import TOOLS
 
 WORKSPACE = "11111111-1111-4111-8111-111111111111"

@@ -31,9 +31,10 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from researchstore import NotEntitled, Store
-from researchstore.auth import LOCAL_USER, Principal, authenticate, create_key, revoke_key
+from researchstore.auth import authenticate, create_key, revoke_key
 from researchstore.cli import main
 from researchstore.contracts import has_output_schema, output_schema
+from researchstore.principal import LOCAL_USER, Principal
 from researchstore.tools import TOOLS
 
 #: The CLI, started the way a fresh clone can: no console script needed.

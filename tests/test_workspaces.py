@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from researchstore import Store
-from researchstore.auth import Principal, acting_as
+from researchstore.principal import Principal, acting_as
 
 WORKSPACE_A = str(uuid.UUID(int=0xA))
 WORKSPACE_B = str(uuid.UUID(int=0xB))
