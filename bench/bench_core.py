@@ -864,7 +864,7 @@ def bench_rebuild(db: Path, workdir: Path, progress: bool) -> dict[str, Any]:
     started = time.perf_counter()
     store = Store(copy, progress=progress)
     seconds = time.perf_counter() - started
-    docs = store.index.num_docs
+    docs = store.sync.get(SearchIndex).num_docs
     store.close()
     shutil.rmtree(folder, ignore_errors=True)
     return {"seconds": seconds, "chunks": docs, "chunks_per_s": docs / seconds}
@@ -925,7 +925,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(child_ingest(args._db, args._corpus, args.profile_ingest)))
         return 0
     if args._child == "bare":
-        from researchstore.ingest.pipeline import BATCH_CHUNKS, INDEX_COMMIT_CHUNKS
+        from researchstore.ingest.writer import BATCH_CHUNKS, INDEX_COMMIT_CHUNKS
 
         print(json.dumps(child_bare(args._dir, args._corpus, BATCH_CHUNKS, INDEX_COMMIT_CHUNKS)))
         return 0

@@ -77,7 +77,7 @@ def build_store(folder: Path, chunks: int) -> Path:
 
 def sample_calls(store: Store) -> dict[str, dict[str, Any]]:
     """One typical call per tool, on ids from the middle of the store."""
-    conn = store.conn
+    conn = store._conn
     total = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
     chunk_id, document_rowid, report_id = conn.execute(
         "SELECT chunk_id, document_rowid, report_id FROM chunks LIMIT 1 OFFSET ?",
@@ -210,7 +210,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         db = options.store or build_store(Path(scratch), options.chunks)
         with Store(db, progress=False) as store:
-            chunks = store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+            chunks = store._conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
             calls = sample_calls(store)
             key = create_key(store, label="bench")
             local = time_in_process(store, calls, options.calls)

@@ -182,8 +182,8 @@ def expect(*, modified: int) -> Callable[[Any], None]:
 
 
 def store_counts(store: Store) -> tuple[int, int]:
-    reports = store.conn.execute("SELECT count(*) FROM reports").fetchone()[0]
-    chunks = store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    reports = store._conn.execute("SELECT count(*) FROM reports").fetchone()[0]
+    chunks = store._conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
     return reports, chunks
 
 

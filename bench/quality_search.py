@@ -96,7 +96,7 @@ def main() -> None:
             started = time.perf_counter()
             summary = store.ingest(source, name="scifact", progress=False)
             ingest_seconds = time.perf_counter() - started
-            chunks = store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+            chunks = store._conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
             print(
                 f"ingested {summary.new + summary.modified + summary.unchanged} reports, "
                 f"{chunks} chunks, in {ingest_seconds:.1f} s (chunk size {store.chunk_tokens})"

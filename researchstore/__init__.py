@@ -8,8 +8,8 @@ from researchstore.errors import (
     StoreLocked,
     UpstreamUnavailable,
 )
-from researchstore.index import SearchFilters
-from researchstore.ingest.pipeline import IngestSummary
+from researchstore.filters import SearchFilters
+from researchstore.ingest.summary import IngestSummary
 from researchstore.store import Store
 from researchstore.tools import TOOLS, call_tool
 

@@ -289,7 +289,7 @@ def rebuild_index(store_path: str) -> None:
 @click.argument("store_path", metavar="STORE")
 def check(store_path: str) -> None:
     """Check SQLite integrity and that the index holds every ok chunk."""
-    from researchstore.store import check_store
+    from researchstore.check import check_store
 
     with open_store(store_path) as store:
         report = check_store(store)

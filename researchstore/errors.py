@@ -4,7 +4,8 @@
      ├── InvalidInput               code "invalid_input",       exit 2
      ├── NotEntitled                code "not_entitled",        exit 3
      ├── UpstreamUnavailable        code "upstream_unavailable", exit 4
-     └── StoreLocked                code "upstream_unavailable", exit 75
+     │    └── StoreLocked           code "upstream_unavailable", exit 75
+     └── StoreClosed                code "internal",            exit 1
 
 The tool layer turns them into ``{"error": {...}}`` envelopes, the CLI into
 messages and exit codes, the MCP server into ``isError`` results.
@@ -67,3 +68,7 @@ class StoreLocked(UpstreamUnavailable):
     """Another process holds the store's writer lock."""
 
     exit_code = 75  # EX_TEMPFAIL: cron wrappers treat it as "try again later"
+
+
+class StoreClosed(ResearchStoreError):
+    """The ``Store`` was closed; open a new one to go on."""

@@ -427,7 +427,7 @@ def _store_evidence(
     written the way ingest writes one (``_Writer``), so it has the same rows,
     forwarding record and ``index_pending`` entry.
     """
-    from researchstore.ingest.pipeline import write_document_report
+    from researchstore.ingest.writer import write_document_report
 
     assert outcome.document is not None
     evidence_id = evidence_id_for(workspace_id, url, kind, language)
@@ -480,6 +480,7 @@ def _store_evidence(
     title = _clip(outcome.title, 200) or _clip(url, 200) or evidence_id
     report_id = write_document_report(
         store,
+        conn,
         source_id=source_id,
         source_name=source_name,
         version_rowid=int(version_rowid or 0),

@@ -1,10 +1,8 @@
 """The Tantivy full-text index: the only module that imports ``tantivy``.
 
-The index is derived from SQLite and holds nothing that SQLite does not. It
-lives in a folder beside the ``.db`` file with a small sidecar,
-``researchstore-index.json``, that names the store it belongs to, the index
-schema version and the last pending-change number it reflects. Anything that
-does not match is rebuilt by the store.
+The word index is one of the store's derived indexes (``derived.py``): it
+holds nothing that SQLite does not, lives in ``STORE.db.index/`` and follows
+SQLite through ``sync.IndexSync``.
 
 Queries are never given to Tantivy's query parser: user text is analysed with
 the index's own analyzer and turned into term and phrase queries here, so no
@@ -13,20 +11,18 @@ input can raise a parse error.
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import shutil
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import tantivy
 
+from researchstore.derived import IndexDamaged, IndexedChunk
+from researchstore.filters import SearchFilters, tag_terms
+
 #: Bump when the fields or the analyzer change: older indexes are rebuilt.
 INDEX_SCHEMA_VERSION = 3
-SIDECAR = "researchstore-index.json"
 ANALYZER = "rs_en"
 
 _PHRASE = re.compile(r'"([^"]+)"')
@@ -114,49 +110,6 @@ def _build_schema() -> tantivy.Schema:
 SCHEMA = _build_schema()
 
 
-@dataclass(frozen=True, slots=True)
-class IndexedChunk:
-    """What the index needs of one chunk (all of it comes from SQLite)."""
-
-    chunk_id: str
-    report_id: int
-    document_id: str
-    title: str
-    text: str
-    tags: dict[str, Any]
-    date: str
-    source: str
-    kind: str
-    #: The workspace of an evidence chunk; None for every other chunk.
-    workspace: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class SearchFilters:
-    report_id: int | None = None
-    tags: dict[str, list[str]] | None = None
-    date_from: str | None = None
-    date_to: str | None = None
-    source: str | None = None
-    kind: str | None = None
-    #: Only that workspace's evidence; None: only chunks that are not evidence.
-    workspace: str | None = None
-
-
-def tag_terms(tags: dict[str, Any]) -> list[str]:
-    """``{"audience": ["students"], "season": "spring"}`` → raw index terms."""
-    terms = []
-    for name, value in tags.items():
-        values = value if isinstance(value, list) else [value]
-        terms.extend(f"{name}={tag_value(item)}" for item in values if item is not None)
-    return terms
-
-
-def tag_value(value: Any) -> str:
-    """A tag value as a filter names it: JSON's spelling for true, false and numbers."""
-    return value if isinstance(value, str) else json.dumps(value)
-
-
 def date_number(date: str) -> int:
     """``"2026-03-14"`` → ``20260314``: sortable, and a plain integer field."""
     return int(date[:10].replace("-", ""))
@@ -170,11 +123,18 @@ class SearchIndex:
         self._index = index
         self._writer: tantivy.IndexWriter | None = None
 
+    name: ClassVar[str] = "index"
+    suffix: ClassVar[str] = ".index"
+    schema_version: ClassVar[int] = INDEX_SCHEMA_VERSION
+
     # -- opening ---------------------------------------------------------
 
     @classmethod
     def open(cls, path: Path) -> SearchIndex:
-        index = tantivy.Index(SCHEMA, path=str(path), reuse=True)
+        try:
+            index = tantivy.Index(SCHEMA, path=str(path), reuse=True)
+        except ValueError as error:  # tantivy's word for a damaged folder
+            raise IndexDamaged(f"{path}: {error}") from None
         index.register_tokenizer(ANALYZER, build_analyzer())
         # We reload by hand after our own commits; the watcher picks up
         # commits made by other processes.
@@ -184,32 +144,9 @@ class SearchIndex:
     @classmethod
     def create(cls, path: Path) -> SearchIndex:
         path.mkdir(parents=True, exist_ok=False)
-        return cls.open(path)
-
-    @staticmethod
-    def read_sidecar(path: Path) -> dict[str, Any] | None:
-        try:
-            data = json.loads((path / SIDECAR).read_text())
-        except (OSError, ValueError):
-            return None
-        return data if isinstance(data, dict) else None
-
-    def write_sidecar(self, *, store_uuid: str, applied_seq: int) -> None:
-        data = {
-            "store_uuid": store_uuid,
-            "index_schema": INDEX_SCHEMA_VERSION,
-            "applied_seq": applied_seq,
-        }
-        tmp = self.path / (SIDECAR + ".tmp")
-        with open(tmp, "w") as handle:
-            json.dump(data, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, self.path / SIDECAR)
-
-    @staticmethod
-    def remove(path: Path) -> None:
-        shutil.rmtree(path, ignore_errors=True)
+        index = cls.open(path)
+        index.writer(bulk=True)
+        return index
 
     # -- writing ---------------------------------------------------------
 
@@ -228,9 +165,8 @@ class SearchIndex:
             self._writer.garbage_collect_files()
         return self._writer
 
-    def add(self, chunks: Iterable[IndexedChunk]) -> int:
+    def add(self, chunks: Sequence[IndexedChunk]) -> None:
         writer = self.writer()
-        added = 0
         for chunk in chunks:
             document = tantivy.Document(
                 chunk_id=chunk.chunk_id,
@@ -249,8 +185,6 @@ class SearchIndex:
             for term in tag_terms(chunk.tags):
                 document.add_text("tag", term)
             writer.add_document(document)
-            added += 1
-        return added
 
     def delete_report(self, report_id: int) -> None:
         self.writer().delete_documents_by_term("report_id", report_id)

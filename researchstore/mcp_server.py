@@ -36,12 +36,12 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from researchstore import auth, contracts
+from researchstore.catalogue import PROFILES, TRANSPORTS, served_tools
+from researchstore.params import Tool
 from researchstore.principal import LOCAL_USER, NOBODY, Principal, acting_as
 from researchstore.store import Store
-from researchstore.tools import TOOLS, Param, Tool, call_tool
+from researchstore.tools import call_tool
 
-PROFILES = ("core", "full")
-TRANSPORTS = ("stdio", "http")
 OUTPUT_SCHEMAS_ENV = "RESEARCHSTORE_OUTPUT_SCHEMAS"
 API_KEY_HEADER = "x-api-key"
 MCP_PATH = "/mcp"
@@ -50,59 +50,6 @@ SERVER_NAME = "researchstore"
 
 #: Hints for the read tools: they change nothing and read only the local store.
 _READ_ONLY_HINTS = {"destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
-
-
-def _ingest_file(store: Store, args: dict[str, Any]) -> dict[str, Any]:
-    return store.ingest_file(args["path"], name=args["source"]).to_dict()
-
-
-INGEST_FILE = Tool(
-    "ingest_file",
-    "Ingest a local file",
-    "Ingest one local file (HTML, WebVTT, SubRip or plain text) as its own report, so "
-    "search and navigation reach it; ingesting the same file again refreshes it.\n\n"
-    "Returns the ingest summary (new / modified / unchanged, documents, chunks, and any "
-    "file skipped with its reason). Available over stdio only.",
-    (
-        Param(
-            "path",
-            "string",
-            "Path of the file on this machine (absolute, or relative "
-            "to the server's working directory).",
-            required=True,
-            min_length=1,
-            max_length=4096,
-        ),
-        Param(
-            "source",
-            "string",
-            "Source to file the report under.",
-            default="local-files",
-            min_length=1,
-            max_length=200,
-        ),
-    ),
-    _ingest_file,
-    read_only=False,
-    annotations={"destructiveHint": False, "idempotentHint": True, "openWorldHint": False},
-    profile="full",
-)
-
-
-def profile_tools(profile: str, transport: str) -> dict[str, Tool]:
-    """The tools a server of ``profile`` over ``transport`` serves, by name."""
-    if profile not in PROFILES:
-        raise ValueError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
-    if transport not in TRANSPORTS:
-        raise ValueError(f"unknown transport {transport!r}; choose one of {', '.join(TRANSPORTS)}")
-    served = {
-        name: tool
-        for name, tool in TOOLS.items()
-        if profile == "full" or (tool.profile == "core" and tool.read_only)
-    }
-    if profile == "full" and transport == "stdio":
-        served[INGEST_FILE.name] = INGEST_FILE
-    return served
 
 
 def output_schemas_wanted() -> bool:
@@ -145,7 +92,7 @@ def build_server(
     output_schemas: bool | None = None,
 ) -> Server[Any, Any]:
     """A low-level MCP server serving ``profile``'s tools over ``store``."""
-    tools = profile_tools(profile, transport)
+    tools = served_tools(profile, transport)
     if output_schemas is None:
         output_schemas = output_schemas_wanted()
     listing = [describe(tool, with_output_schema=output_schemas) for tool in tools.values()]
@@ -351,14 +298,12 @@ def endpoint_url(sock: socket.socket) -> str:
 
 
 __all__ = [
-    "INGEST_FILE",
     "PROFILES",
     "TRANSPORTS",
     "ApiKeyMiddleware",
     "build_server",
     "describe",
     "http_app",
-    "profile_tools",
     "serve_http",
     "serve_stdio",
     "tool_result",

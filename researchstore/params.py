@@ -19,7 +19,7 @@ from researchstore.dates import is_iso_date
 from researchstore.errors import InvalidInput
 
 if TYPE_CHECKING:
-    pass
+    from researchstore.store import Store
 
 #: The largest integer JSON clients can carry exactly (2**53 - 1).
 MAX_SAFE_INTEGER = 9_007_199_254_740_991
@@ -166,7 +166,7 @@ class Tool:
     title: str
     description: str
     params: tuple[Param, ...]
-    run: Callable[..., dict[str, Any]]
+    run: Callable[[Store, dict[str, Any]], dict[str, Any]]
     read_only: bool = True
     annotations: dict[str, Any] = field(default_factory=dict)
     #: ``core`` tools are served in every MCP profile, ``full`` ones only in ``full``.
@@ -177,6 +177,8 @@ class Tool:
     #: An exact input schema to publish instead of the one built from
     #: ``params`` (a seed's contract); ``params`` still check the arguments.
     schema_override: dict[str, Any] | None = None
+    #: The MCP transports that may serve it.
+    transports: frozenset[str] = frozenset({"stdio", "http"})
 
     def input_schema(self) -> dict[str, Any]:
         if self.schema_override is not None:

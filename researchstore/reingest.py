@@ -17,7 +17,8 @@ from pathlib import Path
 from types import FrameType
 
 from researchstore.errors import InvalidInput
-from researchstore.ingest.pipeline import IngestSummary, ingest_source
+from researchstore.ingest.pipeline import ingest_source
+from researchstore.ingest.summary import IngestSummary
 from researchstore.store import Store
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])", re.IGNORECASE)
@@ -51,12 +52,13 @@ def reingest(
     instead of walking the whole tree, e.g. from a publishing hook.
     """
     with store.writing(wait=False):
-        rows = store.conn.execute(
-            "SELECT name, root, kind FROM sources WHERE kind IN ('directory', 'files') "
-            "ORDER BY name"
-        ).fetchall()
+        with store.reading() as conn:
+            rows = conn.execute(
+                "SELECT name, root, kind FROM sources WHERE kind IN ('directory', 'files') "
+                "ORDER BY name"
+            ).fetchall()
         if source is not None:
-            rows = [row for row in rows if row[0] == source]
+            rows = [row for row in rows if row["name"] == source]
             if not rows:
                 raise InvalidInput(f"no source named {source!r} to refresh", field="source")
         summaries = []
@@ -76,14 +78,15 @@ def reingest(
             if kind == "files" and keys is None:
                 # Single files ingested one by one: refresh them by name,
                 # never walk the file system from their common root.
-                keys = [
-                    key
-                    for (key,) in store.conn.execute(
-                        "SELECT r.key FROM reports r JOIN sources s ON s.id = r.source_id "
-                        "WHERE s.name = ?",
-                        (name,),
-                    )
-                ]
+                with store.reading() as conn:
+                    keys = [
+                        row["key"]
+                        for row in conn.execute(
+                            "SELECT r.key FROM reports r JOIN sources s ON s.id = r.source_id "
+                            "WHERE s.name = ?",
+                            (name,),
+                        )
+                    ]
             summaries.append(
                 ingest_source(
                     store,

@@ -28,6 +28,7 @@ from click.testing import CliRunner
 from test_fetch import ARTICLE, Site, page, redirect, site, static  # noqa: F401 (fixture)
 
 from researchstore import Store, call_tool
+from researchstore.catalogue import TOOLS
 from researchstore.cli import main
 from researchstore.contracts import output_schema
 from researchstore.evidence import (
@@ -41,7 +42,6 @@ from researchstore.evidence import (
 )
 from researchstore.fetch import FetchPolicy
 from researchstore.principal import Principal, acting_as
-from researchstore.tools import TOOLS
 
 WORKSPACE = "11111111-1111-4111-8111-111111111111"
 OTHER_WORKSPACE = "22222222-2222-4222-8222-222222222222"

@@ -67,7 +67,7 @@ def ok(envelope: dict[str, Any]) -> Any:
 
 def stored_documents(store: Store, source: str = "fixtures") -> dict[str, dict[str, Any]]:
     """``{path: get_document(...)}`` for every document of ``source``."""
-    rows = store.conn.execute(
+    rows = store._conn.execute(
         "SELECT d.path, d.document_id FROM documents d JOIN reports r ON r.report_id = d.report_id "
         "JOIN sources s ON s.id = r.source_id WHERE s.name = ?",
         (source,),
@@ -84,13 +84,13 @@ def chunk_texts(store: Store, document_id: str) -> list[str]:
 
 
 def report_id(store: Store, key: str) -> int:
-    row = store.conn.execute("SELECT report_id FROM reports WHERE key = ?", (key,)).fetchone()
+    row = store._conn.execute("SELECT report_id FROM reports WHERE key = ?", (key,)).fetchone()
     assert row is not None, key
     return int(row[0])
 
 
 def report_key(store: Store, rid: int) -> str:
-    return store.conn.execute("SELECT key FROM reports WHERE report_id = ?", (rid,)).fetchone()[0]
+    return store._conn.execute("SELECT key FROM reports WHERE report_id = ?", (rid,)).fetchone()[0]
 
 
 def flat(text: str) -> str:
@@ -115,7 +115,7 @@ def test_summary_counts(ingested: Ingested) -> None:
     )
     assert summary.failures == []
     assert summary.documents == 22
-    chunks = ingested.store.conn.execute(
+    chunks = ingested.store._conn.execute(
         "SELECT count(*) FROM chunks c JOIN reports r ON r.report_id = c.report_id "
         "JOIN sources s ON s.id = r.source_id WHERE s.name = 'fixtures'"
     ).fetchone()[0]
@@ -154,7 +154,7 @@ def test_skipped_entries_are_well_formed(ingested: Ingested) -> None:
 
 
 def test_never_an_empty_chunk(ingested: Ingested) -> None:
-    rows = ingested.store.conn.execute("SELECT text, token_count FROM chunks").fetchall()
+    rows = ingested.store._conn.execute("SELECT text, token_count FROM chunks").fetchall()
     assert rows
     for text, token_count in rows:
         assert text.strip() and token_count > 0
@@ -522,11 +522,11 @@ SENTINELS = [
 @pytest.mark.parametrize("word", SENTINELS)
 def test_boilerplate_and_skipped_words_are_never_stored(ingested: Ingested, word: str) -> None:
     assert search(ingested.store, word) == []
-    stored = ingested.store.conn.execute(
+    stored = ingested.store._conn.execute(
         "SELECT count(*) FROM chunks WHERE lower(text) LIKE ?", (f"%{word}%",)
     ).fetchone()[0]
     assert stored == 0
-    metadata = ingested.store.conn.execute(
+    metadata = ingested.store._conn.execute(
         "SELECT count(*) FROM documents WHERE lower(coalesce(title, '') || ' ' || "
         "coalesce(description, '')) LIKE ?",
         (f"%{word}%",),
@@ -594,7 +594,7 @@ TERMS: list[tuple[str, str, set[str] | None]] = [
 
 
 def document_name(store: Store, document_id: str) -> str:
-    return store.conn.execute(
+    return store._conn.execute(
         "SELECT name FROM documents WHERE document_id = ?", (document_id,)
     ).fetchone()[0]
 
@@ -618,14 +618,14 @@ def test_distinctive_terms_are_found_in_the_right_place(
     # The kept text has the term exactly in the documents listed, nowhere else.
     holding = {
         (report_key(store, rid), name)
-        for rid, name, text in store.conn.execute(
+        for rid, name, text in store._conn.execute(
             "SELECT c.report_id, d.name, c.text FROM chunks c "
             "JOIN documents d ON d.id = c.document_rowid"
         )
         if term.lower() in flat(text).lower()
     }
     if names is None:  # the report's only document
-        (only,) = store.conn.execute(
+        (only,) = store._conn.execute(
             "SELECT d.name FROM documents d JOIN reports r ON r.report_id = d.report_id "
             "WHERE r.key = ?",
             (key,),
@@ -867,7 +867,7 @@ def test_bad_report_json_fails_that_report_only(tmp_path: Path) -> None:
             "badidword",
         ):
             assert search(store, word) == [], word
-        keys = {row[0] for row in store.conn.execute("SELECT key FROM reports")}
+        keys = {row[0] for row in store._conn.execute("SELECT key FROM reports")}
         assert keys == {"a-good", "solo.txt"}
         # Fixed, the report is ingested on the next run.
         (root / "c-bad-date" / "report.json").write_text(
@@ -911,7 +911,7 @@ def test_non_string_tag_values_are_filterable_as_json_spells_them(tmp_path: Path
 
 def test_reingest_unchanged_touches_nothing(ingested: Ingested) -> None:
     store = ingested.store
-    before = {row[0] for row in store.conn.execute("SELECT chunk_id FROM chunks")}
+    before = {row[0] for row in store._conn.execute("SELECT chunk_id FROM chunks")}
     summary = store.ingest(ingested.root, name="fixtures")
     assert (summary.new, summary.modified, summary.unchanged, summary.failed) == (0, 0, 8, 0)
     # Only the times change: content is compared before anything is replaced.
@@ -919,7 +919,7 @@ def test_reingest_unchanged_touches_nothing(ingested: Ingested) -> None:
         os.utime(path, (path.stat().st_atime, path.stat().st_mtime + 60))
     summary = store.ingest(ingested.root, name="fixtures")
     assert (summary.new, summary.modified, summary.unchanged, summary.failed) == (0, 0, 8, 0)
-    after = {row[0] for row in store.conn.execute("SELECT chunk_id FROM chunks")}
+    after = {row[0] for row in store._conn.execute("SELECT chunk_id FROM chunks")}
     assert after == before
 
 
@@ -968,14 +968,14 @@ def test_parse_command_prints_what_ingest_would_store(
 def test_unsupported_and_oversized_files_are_reported(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from researchstore.ingest import pipeline
+    from researchstore.ingest import prepare
 
     root = tmp_path / "source"
     write_report(root, "r", {"title": "R", "date": "2026-01-02"}, "Smallword.")
     (root / "r" / "photo.jpg").write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")
     (root / "r" / "huge.txt").write_text("Hugeword. " * 50)
     (root / "notes.docx").write_bytes(b"PK\x03\x04")
-    monkeypatch.setattr(pipeline, "MAX_FILE_BYTES", 100)
+    monkeypatch.setattr(prepare, "MAX_FILE_BYTES", 100)
     with Store(tmp_path / "r.db", progress=False) as store:
         summary = store.ingest(root)
         outcomes = {entry["path"]: (entry["status"], entry["reason"]) for entry in summary.skipped}
@@ -995,7 +995,7 @@ def test_a_report_json_at_the_source_root_is_not_silently_ignored(tmp_path: Path
     (root / "notes.txt").write_text("Rootword lives here.")
     with Store(tmp_path / "r.db", progress=False) as store:
         summary = store.ingest(root)
-        honoured = store.conn.execute(
+        honoured = store._conn.execute(
             "SELECT count(*) FROM reports WHERE title = 'Root report'"
         ).fetchone()[0]
         reported = [entry for entry in summary.skipped if entry["path"] == "report.json"]
@@ -1018,6 +1018,6 @@ def test_symlinks_are_never_silently_dropped(tmp_path: Path, link: str) -> None:
         name = "sub/gone.txt"
     with Store(tmp_path / "r.db", progress=False) as store:
         summary = store.ingest(root)
-        paths = {row[0] for row in store.conn.execute("SELECT path FROM documents")}
+        paths = {row[0] for row in store._conn.execute("SELECT path FROM documents")}
         reported = {entry["path"] for entry in summary.skipped}
         assert any(path == name or path.startswith(name + "/") for path in paths | reported)

@@ -32,10 +32,10 @@ from mcp.client.streamable_http import streamable_http_client
 
 from researchstore import NotEntitled, Store
 from researchstore.auth import authenticate, create_key, revoke_key
+from researchstore.catalogue import TOOLS
 from researchstore.cli import main
 from researchstore.contracts import has_output_schema, output_schema
 from researchstore.principal import LOCAL_USER, Principal
-from researchstore.tools import TOOLS
 
 #: The CLI, started the way a fresh clone can: no console script needed.
 CLI = [sys.executable, "-c", "from researchstore.cli import main; main()"]
@@ -101,11 +101,11 @@ def build_store(folder: Path) -> Sample:
     db = folder / "research.db"
     with Store(db, progress=False) as store:
         store.ingest(source, name="field")
-        document_rowid, document_id, report_id = store.conn.execute(
+        document_rowid, document_id, report_id = store._conn.execute(
             "SELECT d.id, d.document_id, d.report_id FROM documents d "
             "ORDER BY d.chunk_count DESC LIMIT 1"
         ).fetchone()
-        chunk_id = store.conn.execute(
+        chunk_id = store._conn.execute(
             "SELECT chunk_id FROM chunks WHERE document_rowid = ? AND position = 1",
             (document_rowid,),
         ).fetchone()[0]
@@ -401,7 +401,7 @@ def test_stdio_full_profile_adds_ingest_and_lists_output_schemas(sample: Sample)
             return (await session.list_tools()).tools
 
     listed = {tool.name: tool for tool in anyio.run(listing)}
-    assert set(listed) == set(TOOLS) | {"ingest_file"}
+    assert set(listed) == set(TOOLS)
     for name, tool in listed.items():
         assert has_output_schema(name), f"{name} has no output schema in contracts.py"
         assert tool.outputSchema == output_schema(name)
@@ -499,7 +499,7 @@ def test_http_full_profile_lists_and_calls_every_tool(sample: Sample, http_url: 
             return set(listed), check_result("ingest_file", refused), made
 
     names, refused, made = anyio.run(run)
-    assert names == set(TOOLS)
+    assert names == {name for name, tool in TOOLS.items() if "http" in tool.transports}
     assert "ingest_file" not in names
     assert refused["error"]["code"] == "invalid_input"
     assert made > 60

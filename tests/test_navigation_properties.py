@@ -94,7 +94,7 @@ def ok(envelope: dict[str, Any]) -> Any:
 
 def documents(store: Store) -> list[tuple[str, str]]:
     """Every stored document as ``(document_id, path)``."""
-    return store.conn.execute("SELECT document_id, path FROM documents ORDER BY path").fetchall()
+    return store._conn.execute("SELECT document_id, path FROM documents ORDER BY path").fetchall()
 
 
 def skeleton(store: Store, document_id: str) -> list[dict[str, Any]]:
@@ -118,7 +118,7 @@ def test_walks_agree_with_the_document_skeleton(
     data: st.DataObject,
 ) -> None:
     with built(corpus, chunk_tokens) as (store, _):
-        all_ids = [row[0] for row in store.conn.execute("SELECT chunk_id FROM chunks")]
+        all_ids = [row[0] for row in store._conn.execute("SELECT chunk_id FROM chunks")]
         failed: set[str] = set()
         if with_failures and all_ids:
             failed = set(data.draw(st.sets(st.sampled_from(all_ids), max_size=len(all_ids))))

@@ -29,9 +29,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from researchstore import InvalidInput, Store, StoreLocked
+from researchstore.check import check_store
 from researchstore.forwarding import prune_history
 from researchstore.reingest import parse_duration, reingest, run_every
-from researchstore.store import check_store
 
 #: report key -> document file name -> text
 Source = dict[str, dict[str, str]]
@@ -138,7 +138,7 @@ def chunk_ids(conn: sqlite3.Connection) -> dict[str, set[str]]:
 
 def assert_sound(store: Store) -> None:
     """SQLite intact, index and store agree, no index work left over."""
-    assert store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert store._conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     report = check_store(store)
     assert report["consistent"], report
     assert report["pending"] == 0, report
@@ -196,7 +196,7 @@ READER = textwrap.dedent(
 
 
     store = Store(db, progress=False)
-    report_ids = [row[0] for row in store.conn.execute("SELECT report_id FROM reports")]
+    report_ids = [row[0] for row in store._conn.execute("SELECT report_id FROM reports")]
     print("ready", flush=True)
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and not os.path.exists(stop):
@@ -315,13 +315,13 @@ def test_search_finds_a_modified_report_while_its_run_is_still_indexing(
     write_generation(root, keys, 1)
     with Store(db, progress=False) as writer, Store(db, progress=False) as reader:
         writer.ingest(root, name="gen")
-        reader.index.refresh()
+        reader.sync.refresh()
         assert reader.search("r0")
         seen: list[list[dict[str, Any]]] = []
         real_commit = SearchIndex.commit
 
         def look_then_commit(self: SearchIndex) -> None:
-            reader.index.refresh()
+            reader.sync.refresh()
             seen.append(reader.search("r0"))
             real_commit(self)
 
@@ -345,7 +345,8 @@ CHILD = textwrap.dedent(
     import json, os, signal, sys
     from researchstore import Store
     from researchstore.index import SearchIndex
-    from researchstore.ingest import pipeline
+    from researchstore import sync
+    from researchstore.ingest import pipeline, prepare, writer
     from researchstore.reingest import reingest
 
     db, point, nth, log = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
@@ -374,7 +375,7 @@ CHILD = textwrap.dedent(
         setattr(owner, name, patched)
 
 
-    real_flush = pipeline._Writer.flush
+    real_flush = writer.ReportWriter.flush
 
 
     def logged_flush(self):
@@ -386,21 +387,21 @@ CHILD = textwrap.dedent(
 
 
     store = Store(db, progress=False)
-    pipeline._Writer.flush = logged_flush
-    pipeline.BATCH_REPORTS = batch_reports
-    pipeline.INDEX_COMMIT_CHUNKS = index_commit_chunks
+    writer.ReportWriter.flush = logged_flush
+    writer.BATCH_REPORTS = batch_reports
+    writer.INDEX_COMMIT_CHUNKS = index_commit_chunks
     if point == "mid_batch":  # inside the batch's SQLite transaction
-        patch(pipeline._Writer, "_write_report")
+        patch(writer.ReportWriter, "write_report")
     elif point == "mid_removal":  # inside the removal's SQLite transaction
-        patch(pipeline, "retire_report_chunks")
+        patch(writer, "retire_report_chunks")
     elif point == "before_removal":
-        patch(pipeline, "_remove_reports")
+        patch(pipeline, "remove_reports")
     elif point == "before_index_commit":  # SQLite committed, the index not
         patch(SearchIndex, "commit")
     elif point == "before_sidecar":  # index committed, its sidecar not written
-        patch(SearchIndex, "write_sidecar")
+        patch(sync, "write_sidecar")
     elif point == "before_pending_deleted":  # sidecar written, pending rows kept
-        patch(SearchIndex, "write_sidecar", die_after=True)
+        patch(sync, "write_sidecar", die_after=True)
     print("ready", flush=True)
     summaries = reingest(store)
     store.close()
@@ -501,7 +502,7 @@ def test_a_run_killed_at_any_point_is_finished_by_the_next(
     sync_source(root, old_source)
     with Store(db, progress=False) as store:
         store.ingest(root, name="crash")
-        ids_before = chunk_ids(store.conn)
+        ids_before = chunk_ids(store._conn)
     new_source = crash_edit(old_source)
     sync_source(root, new_source)
 
@@ -516,22 +517,22 @@ def test_a_run_killed_at_any_point_is_finished_by_the_next(
     )
     with Store(db, progress=False) as store:
         assert_sound(store)
-        now = snapshot(store.conn)
+        now = snapshot(store._conn)
         assert now == committed  # reopening lost nothing that was committed
         assert_each_report_old_or_new(now, old, new)
         assert all(now.get(key) == new.get(key) for key in committed_keys(log))
-        assert chunk_ids(store.conn)["r7"] == ids_before["r7"]
+        assert chunk_ids(store._conn)["r7"] == ids_before["r7"]
         for key in set(old) - must_be_new - {"r7"}:
-            assert chunk_ids(store.conn).get(key) == ids_before[key]
+            assert chunk_ids(store._conn).get(key) == ids_before[key]
 
         (summary,) = reingest(store)
         assert summary.failed == 0
-        assert snapshot(store.conn) == new
+        assert snapshot(store._conn) == new
         assert_sound(store)
-        assert chunk_ids(store.conn)["r7"] == ids_before["r7"]
+        assert chunk_ids(store._conn)["r7"] == ids_before["r7"]
         statuses = [
             status
-            for (status,) in store.conn.execute("SELECT status FROM source_versions ORDER BY id")
+            for (status,) in store._conn.execute("SELECT status FROM source_versions ORDER BY id")
         ]
         assert statuses == ["completed", "interrupted", "completed"]
 
@@ -591,7 +592,7 @@ def test_kill_9_at_random_times_loses_nothing(tmp_path: Path) -> None:
         committed = raw_snapshot(db)
         with Store(db, progress=False) as store:
             assert_sound(store)
-            now = snapshot(store.conn)
+            now = snapshot(store._conn)
         assert now == committed
         assert_each_report_old_or_new(now, old, expected(source))
         assert all(now[key] == expected(source)[key] for key in committed_keys(log))
@@ -599,7 +600,7 @@ def test_kill_9_at_random_times_loses_nothing(tmp_path: Path) -> None:
     with Store(db, progress=False) as store:
         (summary,) = reingest(store)
         assert summary.failed == 0
-        assert snapshot(store.conn) == expected(source)
+        assert snapshot(store._conn) == expected(source)
         assert_sound(store)
 
 
@@ -647,20 +648,20 @@ def test_any_edits_runs_and_crashes_end_with_the_store_equal_to_the_source(
     sync_source(root, source)
     with Store(db, progress=False) as store:
         store.ingest(root, name="prop")
-        held = snapshot(store.conn)  # what the store holds, in the model's terms
+        held = snapshot(store._conn)  # what the store holds, in the model's terms
     version = 0
 
     def run_in_process() -> None:
         nonlocal held
         with Store(db, progress=False) as store:
-            ids_before = chunk_ids(store.conn)
+            ids_before = chunk_ids(store._conn)
             (summary,) = reingest(store)
-            now = snapshot(store.conn)
+            now = snapshot(store._conn)
             if not source and held:  # an empty root: refused, nothing removed
                 assert summary.failed == 1 and now == held
             else:
                 assert summary.failed == 0 and now == expected(source)
-            ids_after = chunk_ids(store.conn)
+            ids_after = chunk_ids(store._conn)
             for key, files in held.items():
                 if files and expected(source).get(key) == files:
                     assert ids_after[key] == ids_before[key], f"{key} unchanged, ids changed"
@@ -676,7 +677,7 @@ def test_any_edits_runs_and_crashes_end_with_the_store_equal_to_the_source(
         committed = raw_snapshot(db)
         with Store(db, progress=False) as store:
             assert_sound(store)
-            now = snapshot(store.conn)
+            now = snapshot(store._conn)
         assert now == committed
         assert_each_report_old_or_new(now, held, expected(source))
         if source or not held:
@@ -760,7 +761,7 @@ def test_one_broken_report_fails_alone_and_the_cli_exits_1(tmp_path: Path, broke
     write_file(root / "g0" / "report.json", json.dumps({"title": "G0", "id": 7}))
     with Store(db, progress=False) as store:
         store.ingest(root, name="broken")
-        ids_before = chunk_ids(store.conn)
+        ids_before = chunk_ids(store._conn)
     old = raw_snapshot(db)
     source["g1"] = {"a.txt": document_text("g1", "a.txt", 2)}
     source["g3"] = {"a.txt": document_text("g3", "a.txt", 1)}
@@ -793,9 +794,9 @@ def test_one_broken_report_fails_alone_and_the_cli_exits_1(tmp_path: Path, broke
     assert now == stored
     with Store(db, progress=False) as store:
         assert store.get_report(7)["key"] == "g0"  # type: ignore[index]
-        assert chunk_ids(store.conn)["g0"] == ids_before["g0"]
+        assert chunk_ids(store._conn)["g0"] == ids_before["g0"]
         if broken == "existing_turns_invalid":
-            assert chunk_ids(store.conn)[bad_key] == ids_before[bad_key]
+            assert chunk_ids(store._conn)[bad_key] == ids_before[bad_key]
         assert_sound(store)
         # The broken report is tried again by every run until it is fixed.
         (again,) = reingest(store)
@@ -822,7 +823,7 @@ def paragraphs_text(key: str, count: int, *, edited: int | None = None) -> str:
 
 
 def chunks_by_position(store: Store, key: str) -> list[dict[str, Any]]:
-    rows = store.conn.execute(
+    rows = store._conn.execute(
         "SELECT c.chunk_id, c.text FROM chunks c JOIN reports r ON r.report_id = c.report_id "
         "WHERE r.key = ? ORDER BY c.position",
         (key,),
@@ -912,7 +913,7 @@ def test_the_forwarding_record_is_pruned_after_the_retention(tmp_path: Path) -> 
     assert result.returncode == 0, result.stderr
     retired = time.monotonic()
     with Store(db, progress=False) as store:
-        assert store.conn.execute(
+        assert store._conn.execute(
             "SELECT value FROM meta WHERE key = 'forwarding_retention_days'"
         ).fetchone()[0] == repr(1 / 86400)
         assert all(resolve(store, chunk["chunk_id"]) is not None for chunk in old)
@@ -922,7 +923,7 @@ def test_the_forwarding_record_is_pruned_after_the_retention(tmp_path: Path) -> 
     assert result.returncode == 0, result.stderr
     with Store(db, progress=False) as store:
         assert all(resolve(store, chunk["chunk_id"]) is None for chunk in old)
-        assert store.conn.execute("SELECT count(*) FROM chunk_history").fetchone()[0] == 0
+        assert store._conn.execute("SELECT count(*) FROM chunk_history").fetchone()[0] == 0
 
 
 def test_the_default_retention_keeps_thirty_days(store: Store, tmp_path: Path) -> None:
@@ -932,7 +933,7 @@ def test_the_default_retention_keeps_thirty_days(store: Store, tmp_path: Path) -
     store.ingest(root, name="retention")
     sync_source(root, {"edit": {"notes.txt": paragraphs_text("edit", 2, edited=0)}})
     reingest(store)
-    history = store.conn.execute("SELECT count(*) FROM chunk_history").fetchone()[0]
+    history = store._conn.execute("SELECT count(*) FROM chunk_history").fetchone()[0]
     assert history == 2
     now = datetime.now(UTC)
     with store.transaction() as conn:
@@ -947,7 +948,7 @@ def test_a_removed_reports_id_is_never_given_to_another_report(
     source = {key: {"a.txt": document_text(key, "a.txt", 1)} for key in ("r0", "r1", "r2")}
     sync_source(root, source)
     store.ingest(root, name="ids")
-    removed_id = store.conn.execute("SELECT report_id FROM reports WHERE key = 'r2'").fetchone()[0]
+    removed_id = store._conn.execute("SELECT report_id FROM reports WHERE key = 'r2'").fetchone()[0]
     stale_chunk = chunks_by_position(store, "r2")[0]["chunk_id"]
     del source["r2"]
     sync_source(root, source)
@@ -970,15 +971,15 @@ def test_an_emptied_source_root_removes_nothing(tmp_path: Path) -> None:
     sync_source(root, crash_source(1))
     with Store(db, progress=False) as store:
         store.ingest(root, name="unmounted")
-        ids_before = chunk_ids(store.conn)
+        ids_before = chunk_ids(store._conn)
         for folder in root.iterdir():
             shutil.rmtree(folder)
         (summary,) = reingest(store)
         assert (summary.failed, summary.removed) == (1, 0)
         assert summary.failures[0]["report"] == "*"
         assert "refusing to remove all 8 reports" in summary.failures[0]["reason"]
-        assert chunk_ids(store.conn) == ids_before
-        status, recorded = store.conn.execute(
+        assert chunk_ids(store._conn) == ids_before
+        status, recorded = store._conn.execute(
             "SELECT status, summary FROM source_versions ORDER BY id DESC LIMIT 1"
         ).fetchone()
         assert status == "completed_with_failures"
@@ -995,14 +996,14 @@ def test_a_missing_source_root_is_a_failure_and_changes_nothing(tmp_path: Path) 
     sync_source(root, crash_source(1))
     with Store(db, progress=False) as store:
         store.ingest(root, name="missing")
-        ids_before = chunk_ids(store.conn)
-        versions = store.conn.execute("SELECT count(*) FROM source_versions").fetchone()[0]
+        ids_before = chunk_ids(store._conn)
+        versions = store._conn.execute("SELECT count(*) FROM source_versions").fetchone()[0]
         root.rename(tmp_path / "elsewhere")
         (summary,) = reingest(store)
         assert summary.failed == 1 and summary.removed == 0
         assert "is not a directory; nothing was changed" in summary.failures[0]["reason"]
-        assert chunk_ids(store.conn) == ids_before
-        assert store.conn.execute("SELECT count(*) FROM source_versions").fetchone()[0] == versions
+        assert chunk_ids(store._conn) == ids_before
+        assert store._conn.execute("SELECT count(*) FROM source_versions").fetchone()[0] == versions
     result = run_cli("reingest", str(db))
     assert result.returncode == 1
     assert "is not a directory" in result.stdout
@@ -1010,7 +1011,7 @@ def test_a_missing_source_root_is_a_failure_and_changes_nothing(tmp_path: Path) 
     with Store(db, progress=False) as store:
         (summary,) = reingest(store)
         assert (summary.failed, summary.unchanged) == (0, 8)
-        assert chunk_ids(store.conn) == ids_before
+        assert chunk_ids(store._conn) == ids_before
 
 
 def test_an_unknown_source_name_is_invalid_input(filled_store: Store) -> None:
@@ -1164,7 +1165,7 @@ def test_a_targeted_run_looks_only_at_the_named_reports(tmp_path: Path) -> None:
 def test_a_forwarded_hit_still_meets_the_filters(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from researchstore.index import SearchFilters, SearchIndex
+    from researchstore.index import SearchIndex
 
     root, db = tmp_path / "source", tmp_path / "r.db"
     write_file(
@@ -1178,10 +1179,10 @@ def test_a_forwarded_hit_still_meets_the_filters(
         real_commit = SearchIndex.commit
 
         def look_then_commit(self: SearchIndex) -> None:
-            reader.index.refresh()
+            reader.sync.refresh()
             for season in ("spring", "autumn"):
                 seen[season] = reader.search(
-                    "queen", filters=SearchFilters(tags={"season": [season]})
+                    "queen", tags={"season": [season]}
                 )
             real_commit(self)
 
@@ -1200,7 +1201,8 @@ def test_a_forwarded_hit_still_meets_the_filters(
 def test_single_files_are_refreshed_by_name_never_by_walking_their_root(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from researchstore.ingest import pipeline
+    from researchstore import sync
+    from researchstore.ingest import pipeline, prepare, writer
 
     notes = tmp_path / "desk" / "notes.txt"
     other = tmp_path / "desk" / "other.txt"

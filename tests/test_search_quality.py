@@ -36,7 +36,7 @@ def _store_with(tmp_path: Path, reports: dict[str, tuple[str, str]]) -> Store:
 
 
 def _keys(store: Store, hits: list[dict[str, Any]]) -> list[str]:
-    keys = {row[0]: row[1] for row in store.conn.execute("SELECT report_id, key FROM reports")}
+    keys = {row[0]: row[1] for row in store._conn.execute("SELECT report_id, key FROM reports")}
     return [keys[hit["report_id"]] for hit in hits]
 
 
@@ -49,7 +49,7 @@ def test_stop_words_are_not_index_terms() -> None:
 def test_token_counts_are_what_the_index_yields(tmp_path: Path) -> None:
     text = "The hive was inspected in the early morning. " * 80
     with _store_with(tmp_path, {"hive": ("Hive notes", text)}) as store:
-        for chunk_text, token_count in store.conn.execute("SELECT text, token_count FROM chunks"):
+        for chunk_text, token_count in store._conn.execute("SELECT text, token_count FROM chunks"):
             assert token_count == count_tokens(chunk_text) == len(analyze(chunk_text))
 
 
@@ -69,7 +69,7 @@ def test_a_chunk_is_found_by_its_report_title(tmp_path: Path) -> None:
         "other": ("Sampling notes", body.replace("Paragraph", "Section")),
     }
     with _store_with(tmp_path, reports) as store:
-        chunk_count = store.conn.execute(
+        chunk_count = store._conn.execute(
             "SELECT count(*) FROM chunks c JOIN reports r USING (report_id) WHERE r.key = 'varroa'"
         ).fetchone()[0]
         assert chunk_count > 1

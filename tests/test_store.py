@@ -14,8 +14,8 @@ import pytest
 from conftest import long_text, write_report
 
 from researchstore import Store, StoreLocked
-from researchstore.index import SIDECAR
-from researchstore.store import check_store
+from researchstore.check import check_store
+from researchstore.sync import SIDECAR
 
 
 def _ids(hits: list[dict]) -> list[str]:
@@ -33,7 +33,7 @@ def test_a_new_store_is_one_file_with_an_index_beside_it(tmp_path: Path) -> None
         assert store.path.is_file()
         assert (store.index_path / SIDECAR).is_file()
         pragmas = {
-            name: store.conn.execute(f"PRAGMA {name}").fetchone()[0]
+            name: store._conn.execute(f"PRAGMA {name}").fetchone()[0]
             for name in ("journal_mode", "foreign_keys", "busy_timeout")
         }
     assert pragmas == {"journal_mode": "wal", "foreign_keys": 1, "busy_timeout": 10_000}
@@ -193,7 +193,7 @@ def test_embed_failed_chunks_keep_their_place_but_leave_search(filled_store: Sto
     store.rebuild_index()
     assert middle not in _ids(store.search("varroa hive oxygen nitrate", limit=50))
     first = document["chunks"][0]["chunk_id"]
-    walked = store.get_chunk_next(first, 2)["chunks"]
+    walked = store.get_chunk_next(first, count=2)["chunks"]
     assert [chunk["position"] for chunk in walked] == [2, 3]
     assert store.get_chunk(middle) is not None
     skeleton = store.get_document(hit["document_id"])["chunks"]
@@ -215,7 +215,7 @@ def test_a_chunk_the_index_rejects_is_marked_embed_failed(
 
     monkeypatch.setattr(SearchIndex, "add", picky_add)
     store.ingest(source_dir, name="field")
-    failed = store.conn.execute("SELECT text FROM chunks WHERE status = 'embed_failed'").fetchall()
+    failed = store._conn.execute("SELECT text FROM chunks WHERE status = 'embed_failed'").fetchall()
     assert failed and all("Note 3.2" in text for (text,) in failed)
     _agree(store)
 

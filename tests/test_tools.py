@@ -176,7 +176,7 @@ def search(store: Store, query: str, **args: Any) -> list[dict[str, Any]]:
 
 
 def report_id_of(store: Store, key: str) -> int:
-    row = store.conn.execute("SELECT report_id FROM reports WHERE key = ?", (key,)).fetchone()
+    row = store._conn.execute("SELECT report_id FROM reports WHERE key = ?", (key,)).fetchone()
     assert row is not None, key
     return int(row[0])
 

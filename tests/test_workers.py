@@ -12,7 +12,7 @@ from researchstore.ingest import workers
 
 
 def _contents(store: Store) -> dict[str, list[tuple[str, int, str]]]:
-    rows = store.conn.execute(
+    rows = store._conn.execute(
         "SELECT r.key, d.path, c.position, c.text FROM chunks c "
         "JOIN documents d ON d.id = c.document_rowid JOIN reports r ON r.report_id = c.report_id "
         "ORDER BY r.key, d.path, c.position"

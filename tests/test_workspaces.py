@@ -28,7 +28,7 @@ def evidence_store(filled_store: Store) -> Store:
 
 
 def _ids(store: Store) -> dict[str, Any]:
-    row = store.conn.execute(
+    row = store._conn.execute(
         "SELECT c.chunk_id, d.document_id, c.report_id FROM chunks c "
         "JOIN documents d ON d.id = c.document_rowid ORDER BY c.id LIMIT 1"
     ).fetchone()

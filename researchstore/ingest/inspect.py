@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from researchstore.ingest.parsers import SUPPORTED_SUFFIXES, parse_file
-from researchstore.ingest.pipeline import chunk_parsed
+from researchstore.ingest.prepare import chunk_parsed
 
 
 def describe_file(path: Path, *, chunk_tokens: int = 256) -> dict[str, Any]:

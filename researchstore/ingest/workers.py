@@ -20,9 +20,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from researchstore.ingest.prepare import PreparedReport, ReportError, prepare_report
+
 if TYPE_CHECKING:
     from researchstore.ingest.discovery import ReportSource
-    from researchstore.ingest.pipeline import _Prepared
 
 #: Below this many reports to prepare, starting workers costs more than it saves.
 PARALLEL_MIN_REPORTS = 100
@@ -68,12 +69,10 @@ def default_workers() -> int:
 
 def prepare_one(
     root: Path, report: ReportSource, existing_id: int | None, signature: str, chunk_tokens: int
-) -> _Prepared | str:
+) -> PreparedReport | str:
     """Prepare one report; a report that cannot be prepared gives the reason."""
-    from researchstore.ingest.pipeline import ReportError, _prepare
-
     try:
-        prepared = _prepare(
+        prepared = prepare_report(
             root, report, existing_id=existing_id, signature=signature, chunk_tokens=chunk_tokens
         )
     except (ReportError, OSError) as error:
@@ -92,7 +91,7 @@ def prepare_in_order(
     *,
     chunk_tokens: int,
     workers: int,
-) -> Iterator[tuple[Task, _Prepared | str]]:
+) -> Iterator[tuple[Task, PreparedReport | str]]:
     """Yield each task with its prepared report (or the reason it failed), in order."""
     if workers <= 1:
         for task in tasks:
@@ -105,7 +104,7 @@ def prepare_in_order(
     pending = iter(tasks)
     context = multiprocessing.get_context("spawn")  # never fork a process holding Tantivy threads
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
-    window: deque[tuple[Task, Future[_Prepared | str]]] = deque()
+    window: deque[tuple[Task, Future[PreparedReport | str]]] = deque()
 
     def submit(task: Task) -> None:
         report, known, signature = task

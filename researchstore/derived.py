@@ -1,0 +1,123 @@
+"""What a derived index is: the protocol every index beside the store follows.
+
+A derived index (the Tantivy word index today, a vector index next) holds
+nothing SQLite does not. It is fed ``IndexedChunk``s, read here from SQLite
+in one place, and kept up to date by ``sync.IndexSync``. Adding one is a new
+module with a class that meets ``DerivedIndex``, plus its name in the
+store's list of indexes.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Protocol, Self
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedChunk:
+    """What a derived index needs of one chunk (all of it comes from SQLite)."""
+
+    chunk_id: str
+    report_id: int
+    document_id: str
+    title: str
+    text: str
+    tags: dict[str, Any]
+    date: str
+    source: str
+    kind: str
+    #: The workspace of an evidence chunk; None for every other chunk.
+    workspace: str | None = None
+
+
+class IndexDamaged(Exception):
+    """A derived index's folder cannot be opened or read as it is: rebuild it."""
+
+
+class DerivedIndex(Protocol):
+    """An index in a folder beside the store file, rebuilt from SQLite at will."""
+
+    #: Names the index: its ``meta`` key (``<name>_applied_seq``) and messages.
+    name: ClassVar[str]
+    #: The folder beside ``STORE.db``: ``STORE.db<suffix>``.
+    suffix: ClassVar[str]
+    #: Bump when what the index stores changes: older folders are rebuilt.
+    schema_version: ClassVar[int]
+
+    @classmethod
+    def open(cls, path: Path) -> Self:
+        """Open an existing folder; raise ``IndexDamaged`` if it cannot be used."""
+        ...
+
+    @classmethod
+    def create(cls, path: Path) -> Self:
+        """Create an empty index in a new folder, ready for a bulk load."""
+        ...
+
+    def add(self, chunks: Sequence[IndexedChunk]) -> None:
+        """Add chunks (uncommitted); raise if one of them is refused."""
+        ...
+
+    def delete_report(self, report_id: int) -> None: ...
+
+    def commit(self) -> None:
+        """Make every add and delete since the last commit durable and visible."""
+        ...
+
+    def close_writer(self) -> None:
+        """Release what writing holds (after a commit)."""
+        ...
+
+    def refresh(self) -> None:
+        """See commits made by other processes."""
+        ...
+
+    def all_chunk_ids(self) -> list[str]:
+        """Every chunk id held (for checks, never on a hot path)."""
+        ...
+
+
+def index_title(report_title: str, document_title: str | None) -> str:
+    """The text indexed as a chunk's title: its report's and its document's."""
+    if document_title and document_title != report_title:
+        return f"{report_title}\n{document_title}"
+    return report_title
+
+
+def indexed_chunks(
+    conn: sqlite3.Connection, report_id: int | None = None
+) -> Iterator[IndexedChunk]:
+    """Every ``ok`` chunk (of one report, or of the store) as the indexes take it."""
+    where = "WHERE c.status = 'ok'" + (" AND c.report_id = ?" if report_id is not None else "")
+    cursor = conn.execute(
+        "SELECT c.chunk_id, c.report_id, d.document_id, r.title AS report_title, "
+        "d.title AS document_title, c.text, r.tags, r.date, s.name AS source, d.kind, "
+        "e.workspace_id FROM chunks c "
+        "JOIN documents d ON d.id = c.document_rowid "
+        "JOIN reports r ON r.report_id = c.report_id JOIN sources s ON s.id = r.source_id "
+        # Evidence is indexed under its workspace.
+        "LEFT JOIN evidence e ON e.report_id = c.report_id "
+        f"{where} ORDER BY c.id",
+        () if report_id is None else (report_id,),
+    )
+    tags_cache: dict[str, dict[str, Any]] = {}
+    for row in cursor:
+        tags = tags_cache.get(row["tags"])
+        if tags is None:
+            tags = tags_cache[row["tags"]] = json.loads(row["tags"])
+        yield IndexedChunk(
+            chunk_id=row["chunk_id"],
+            report_id=row["report_id"],
+            document_id=row["document_id"],
+            title=index_title(row["report_title"], row["document_title"]),
+            text=row["text"],
+            tags=tags,
+            date=row["date"],
+            source=row["source"],
+            kind=row["kind"],
+            workspace=row["workspace_id"],
+        )

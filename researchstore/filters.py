@@ -1,0 +1,60 @@
+"""What a search may be narrowed to, and how a stored row is checked against it.
+
+The full-text index turns ``SearchFilters`` into query clauses; a row that
+reaches search by another way (a hit forwarded to the chunk that now holds a
+replaced chunk's text) is checked here with ``SearchFilters.matches``, so
+the two readings of a filter are defined side by side.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class SearchFilters:
+    report_id: int | None = None
+    tags: dict[str, list[str]] | None = None
+    date_from: str | None = None
+    date_to: str | None = None
+    source: str | None = None
+    kind: str | None = None
+    #: Only that workspace's evidence; None: only chunks that are not evidence.
+    workspace: str | None = None
+
+    def matches(self, row: dict[str, Any]) -> bool:
+        """Whether a search row (report_id, source, kind, date, tags) meets every filter."""
+        if self.report_id is not None and row["report_id"] != self.report_id:
+            return False
+        if self.source is not None and row["source"] != self.source:
+            return False
+        if self.kind is not None and row["kind"] != self.kind:
+            return False
+        if self.date_from is not None and row["date"] < self.date_from:
+            return False
+        if self.date_to is not None and row["date"] > self.date_to:
+            return False
+        for name, wanted in (self.tags or {}).items():
+            value = row["tags"].get(name)
+            if value is None:
+                return False
+            have = {tag_value(item) for item in (value if isinstance(value, list) else [value])}
+            if not have.intersection(wanted):
+                return False
+        return True
+
+
+def tag_value(value: Any) -> str:
+    """A tag value as a filter names it: JSON's spelling for true, false and numbers."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def tag_terms(tags: dict[str, Any]) -> list[str]:
+    """``{"audience": ["students"], "season": "spring"}`` → ``["audience=students", ...]``."""
+    terms = []
+    for name, value in tags.items():
+        values = value if isinstance(value, list) else [value]
+        terms.extend(f"{name}={tag_value(item)}" for item in values if item is not None)
+    return terms

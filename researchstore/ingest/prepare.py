@@ -1,0 +1,160 @@
+"""Preparing one report for the store: read, parse and chunk, with no database work.
+
+Pure and picklable, so it runs in worker processes (``workers.py``): a report
+directory's ``report.json`` is checked, each file parsed and chunked, and the
+whole report hashed. A report that cannot be stored raises ``ReportError``
+with the reason; a file that cannot be read is kept with its status.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from researchstore.dates import is_iso_date
+from researchstore.ingest.chunking import chunk_blocks, chunk_segments
+from researchstore.ingest.discovery import REPORT_FILE, ReportSource
+from researchstore.ingest.model import ChunkDraft, ParsedDocument
+from researchstore.ingest.parsers import parse_file
+
+MAX_FILE_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class PreparedDocument:
+    path: str
+    parsed: ParsedDocument
+    drafts: list[ChunkDraft]
+    content_hash: str
+    status: str
+    reason: str | None
+
+
+@dataclass(slots=True)
+class PreparedReport:
+    source: ReportSource
+    existing_id: int | None
+    wanted_id: int | None
+    title: str
+    date: str
+    tags: dict[str, Any]
+    signature: str
+    content_hash: str
+    documents: list[PreparedDocument]
+
+    @property
+    def chunk_count(self) -> int:
+        return sum(len(document.drafts) for document in self.documents)
+
+
+class ReportError(Exception):
+    """This report cannot be stored; the message says why."""
+
+
+def read_report_meta(root: Path, report: ReportSource) -> tuple[dict[str, Any], bytes]:
+    if not report.is_dir:
+        return {}, b""
+    raw = (root / report.key / REPORT_FILE).read_bytes()
+    try:
+        meta = json.loads(raw.decode("utf-8-sig"))
+    except (UnicodeDecodeError, ValueError) as error:
+        raise ReportError(f"{REPORT_FILE} is not valid JSON: {error}") from None
+    if not isinstance(meta, dict):
+        raise ReportError(f"{REPORT_FILE} must hold a JSON object")
+    title = meta.get("title")
+    if title is not None and (not isinstance(title, str) or not title.strip()):
+        raise ReportError(f"{REPORT_FILE}: title must be a non-empty string")
+    report_date = meta.get("date")
+    if report_date is not None and not is_iso_date(report_date):
+        raise ReportError(f"{REPORT_FILE}: date must be YYYY-MM-DD, got {report_date!r}")
+    tags = meta.get("tags", {})
+    if not isinstance(tags, dict) or not all(
+        isinstance(value, str | int | float | bool)
+        or (isinstance(value, list) and all(isinstance(item, str) for item in value))
+        for value in tags.values()
+    ):
+        raise ReportError(f"{REPORT_FILE}: tags must map names to strings or lists of strings")
+    wanted_id = meta.get("id")
+    if wanted_id is not None and (
+        not isinstance(wanted_id, int) or isinstance(wanted_id, bool) or wanted_id < 1
+    ):
+        raise ReportError(f"{REPORT_FILE}: id must be a positive integer")
+    return meta, raw
+
+
+def prepare_report(
+    root: Path, report: ReportSource, *, existing_id: int | None, signature: str, chunk_tokens: int
+) -> PreparedReport:
+    meta, meta_bytes = read_report_meta(root, report)
+    digest = hashlib.sha256(meta_bytes)
+    documents = []
+    newest_mtime = 0.0
+    for path in report.files:
+        documents.append(prepare_document(root, path, chunk_tokens))
+        digest.update(path.encode() + b"\0" + documents[-1].content_hash.encode())
+        try:
+            newest_mtime = max(newest_mtime, (root / path).stat().st_mtime)
+        except OSError:
+            pass
+    first = documents[0].parsed if documents else None
+    fallback_title = Path(report.key).stem if not report.is_dir else Path(report.key).name
+    title = meta.get("title") or (first.title if first and first.title else None) or fallback_title
+    report_date = meta.get("date") or (first.date if first and first.date else None)
+    if not report_date or not is_iso_date(report_date):
+        report_date = datetime.fromtimestamp(newest_mtime or time.time(), UTC).date().isoformat()
+    return PreparedReport(
+        source=report,
+        existing_id=existing_id,
+        wanted_id=meta.get("id"),
+        title=title.strip()[:500],
+        date=report_date,
+        tags=meta.get("tags", {}),
+        signature=signature,
+        content_hash=digest.hexdigest(),
+        documents=documents,
+    )
+
+
+def prepare_document(root: Path, path: str, chunk_tokens: int) -> PreparedDocument:
+    file_path = root / path
+    try:
+        size = file_path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            parsed = ParsedDocument(kind=kind_of(path), status="invalid", reason="too_large")
+            parsed.skipped.append(f"file is {size} bytes; the limit is {MAX_FILE_BYTES}")
+            return PreparedDocument(path, parsed, [], f"size:{size}", "invalid", "too_large")
+        data = file_path.read_bytes()
+    except OSError as error:
+        parsed = ParsedDocument(kind=kind_of(path), status="invalid", reason="unreadable")
+        parsed.skipped.append(str(error))
+        return PreparedDocument(path, parsed, [], "unreadable", "invalid", "unreadable")
+    parsed = parse_file(file_path, data=data)
+    _, drafts, status, reason = chunk_parsed(parsed, chunk_tokens=chunk_tokens)
+    return PreparedDocument(path, parsed, drafts, hashlib.sha256(data).hexdigest(), status, reason)
+
+
+def chunk_parsed(
+    parsed: ParsedDocument, *, chunk_tokens: int
+) -> tuple[str, list[ChunkDraft], str, str | None]:
+    """A parsed file's text, its chunks, and its status and reason as stored.
+
+    A file that parsed but yields no chunk is stored as ``empty``.
+    """
+    if parsed.segments:
+        text, drafts = chunk_segments(parsed.segments, target_tokens=chunk_tokens)
+    else:
+        text, drafts = chunk_blocks(parsed.blocks, target_tokens=chunk_tokens)
+    status, reason = parsed.status, parsed.reason
+    if not drafts and status in ("ok", "partial"):
+        status, reason = "empty", reason or "no_text"
+    return text, drafts, status, reason
+
+
+def kind_of(path: str) -> str:
+    suffix = Path(path).suffix.lower()
+    return {".vtt": "vtt", ".srt": "srt", ".txt": "text", ".md": "text"}.get(suffix, "html")

@@ -1,0 +1,400 @@
+"""Report, document and chunk rows: the only SQL that writes them.
+
+``ReportWriter`` writes prepared reports in batched transactions, each
+report under a savepoint (a report that cannot be written is refused alone),
+and queues the change for the derived indexes in the same transaction; after
+the commit it feeds the indexes through ``store.sync``. A modified report is
+replaced whole: its chunks are retired to the forwarding record, its rows
+deleted and written again with new ids.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from researchstore.dates import utc_now
+from researchstore.db import last_pending_seq, queue_pending, read_meta, write_meta
+from researchstore.derived import IndexedChunk, index_title
+from researchstore.errors import InvalidInput
+from researchstore.forwarding import prune_history, retire_report_chunks
+from researchstore.ids import new_id
+from researchstore.ingest.discovery import REPORT_FILE, ReportSource
+from researchstore.ingest.model import ChunkDraft, ParsedDocument
+from researchstore.ingest.prepare import PreparedDocument, PreparedReport, ReportError
+from researchstore.ingest.summary import IngestSummary
+
+if TYPE_CHECKING:
+    from researchstore.store import Store
+
+BATCH_CHUNKS = 2_000
+BATCH_REPORTS = 200
+INDEX_COMMIT_CHUNKS = 100_000
+#: The longest a run lets the indexes lag behind its SQLite commits: while
+#: they lag, search cannot see the reports written since (their old ids are
+#: gone from SQLite, their new ids not yet indexed).
+INDEX_COMMIT_SECONDS = 1.0
+
+
+class ReportWriter:
+    """Writes prepared reports in batched transactions and feeds the index."""
+
+    def __init__(
+        self,
+        store: Store,
+        source_id: int,
+        source_name: str,
+        version_rowid: int,
+        summary: IngestSummary,
+    ) -> None:
+        self.store = store
+        self.summary = summary
+        self.source_id = source_id
+        self.source_name = source_name
+        self.version_rowid = version_rowid
+        self.batch: list[PreparedReport] = []
+        self.batch_chunks = 0
+        self.uncommitted_chunks = 0
+        self.last_seq = 0
+        self.committed_seq = 0
+        self.last_index_commit = time.monotonic()
+        self.folders: dict[str, int] = {}
+
+    def add(self, prepared: PreparedReport) -> None:
+        self.batch.append(prepared)
+        self.batch_chunks += prepared.chunk_count
+        if self.batch_chunks >= BATCH_CHUNKS or len(self.batch) >= BATCH_REPORTS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the batch in one transaction, then hand its chunks to the index."""
+        if not self.batch:
+            return
+        to_index: list[tuple[int, bool, list[IndexedChunk]]] = []
+        now = utc_now()
+        with self.store.transaction() as conn:
+            for prepared in self.batch:
+                conn.execute("SAVEPOINT report")
+                try:
+                    report_id, chunks = self.write_report(conn, prepared, now)
+                except ReportError as error:
+                    conn.execute("ROLLBACK TO report")
+                    conn.execute("RELEASE report")
+                    self.summary.refuse(prepared.source.key, str(error))
+                    continue
+                conn.execute("RELEASE report")
+                self.summary.count_written(prepared)
+                to_index.append((report_id, prepared.existing_id is not None, chunks))
+            self.last_seq = last_pending_seq(conn)
+        replaced = False
+        for report_id, existed, chunks in to_index:
+            self.store.sync.feed(report_id, chunks, replaced=existed)
+            replaced = replaced or existed
+            self.uncommitted_chunks += len(chunks)
+        self.batch.clear()
+        self.batch_chunks = 0
+        lag = time.monotonic() - self.last_index_commit
+        # A replaced report cannot be found until the index commit lands (its
+        # old ids are gone from SQLite, its new ones not yet searchable), so
+        # such a batch is committed at once; new reports may wait a little.
+        if (
+            replaced
+            or self.uncommitted_chunks >= INDEX_COMMIT_CHUNKS
+            or (lag >= INDEX_COMMIT_SECONDS)
+        ):
+            self.commit_index()
+
+    def commit_index(self) -> None:
+        if self.last_seq and self.last_seq != self.committed_seq:
+            self.store.sync.commit(self.last_seq)
+            self.committed_seq = self.last_seq
+        self.uncommitted_chunks = 0
+        self.last_index_commit = time.monotonic()
+
+    def _folder(self, conn: sqlite3.Connection, path: str) -> int | None:
+        if not path:
+            return None
+        if path in self.folders:
+            return self.folders[path]
+        row = conn.execute(
+            "SELECT id FROM folders WHERE source_id = ? AND path = ?", (self.source_id, path)
+        ).fetchone()
+        if row is None:
+            parent = self._folder(conn, path.rpartition("/")[0])
+            cursor = conn.execute(
+                "INSERT INTO folders (folder_id, source_id, parent_id, path, name) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (new_id(), self.source_id, parent, path, path.rpartition("/")[2]),
+            )
+            folder_rowid = cursor.lastrowid
+        else:
+            folder_rowid = row["id"]
+        self.folders[path] = folder_rowid
+        return folder_rowid
+
+    def write_report(
+        self, conn: sqlite3.Connection, prepared: PreparedReport, now: str
+    ) -> tuple[int, list[IndexedChunk]]:
+        source = prepared.source
+        tags_json = json.dumps(prepared.tags, sort_keys=True, ensure_ascii=False)
+        folder_rowid = self._folder(conn, source.folder)
+        values = (
+            folder_rowid,
+            self.version_rowid,
+            int(source.is_dir),
+            prepared.title,
+            prepared.date,
+            tags_json,
+            prepared.signature,
+            prepared.content_hash,
+            now,
+        )
+        if prepared.existing_id is not None:
+            report_id = prepared.existing_id
+            retire_report_chunks(
+                conn, report_id, version_rowid=self.version_rowid, reason="modified", now=now
+            )
+            conn.execute("DELETE FROM chunks WHERE report_id = ?", (report_id,))
+            conn.execute("DELETE FROM documents WHERE report_id = ?", (report_id,))
+            conn.execute(
+                "UPDATE reports SET folder_id = ?, source_version_id = ?, is_dir = ?, title = ?, "
+                "date = ?, tags = ?, signature = ?, content_hash = ?, updated_at = ? "
+                "WHERE report_id = ?",
+                (*values, report_id),
+            )
+        else:
+            if prepared.wanted_id is not None:
+                taken = conn.execute(
+                    "SELECT key FROM reports WHERE report_id = ?", (prepared.wanted_id,)
+                ).fetchone()
+                if taken is not None:
+                    raise ReportError(
+                        f"{REPORT_FILE} asks for id {prepared.wanted_id}, "
+                        f"which report {taken[0]!r} already has"
+                    )
+            report_id = claim_report_id(conn, prepared.wanted_id)
+            conn.execute(
+                "INSERT INTO reports (report_id, source_id, key, folder_id, source_version_id, "
+                "is_dir, title, date, tags, signature, content_hash, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (report_id, self.source_id, source.key, *values, now),
+            )
+        indexed: list[IndexedChunk] = []
+        for document in prepared.documents:
+            indexed.extend(self._write_document(conn, report_id, prepared, document, now))
+        queue_pending(conn, report_id, now)
+        return report_id, indexed
+
+    def _write_document(
+        self,
+        conn: sqlite3.Connection,
+        report_id: int,
+        prepared: PreparedReport,
+        document: PreparedDocument,
+        now: str,
+    ) -> list[IndexedChunk]:
+        parsed = document.parsed
+        document_id = new_id()
+        cursor = conn.execute(
+            "INSERT INTO documents (document_id, report_id, source_version_id, path, name, kind, "
+            "title, description, language, date, encoding, status, reason, skipped, "
+            "content_hash, chunk_count, token_count, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                document_id,
+                report_id,
+                self.version_rowid,
+                document.path,
+                document.path.rpartition("/")[2],
+                parsed.kind,
+                parsed.title,
+                parsed.description,
+                parsed.language,
+                parsed.date,
+                parsed.encoding,
+                document.status,
+                document.reason,
+                json.dumps(parsed.skipped[:100], ensure_ascii=False),
+                document.content_hash,
+                len(document.drafts),
+                sum(draft.token_count for draft in document.drafts),
+                now,
+            ),
+        )
+        document_rowid = cursor.lastrowid
+        chunk_ids = [new_id() for _ in document.drafts]
+        conn.executemany(
+            "INSERT INTO chunks (chunk_id, document_rowid, report_id, position, status, text, "
+            "token_count, heading_path, start_ms, end_ms, char_start, char_end) "
+            "VALUES (?, ?, ?, ?, 'ok', ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    chunk_id,
+                    document_rowid,
+                    report_id,
+                    draft.position,
+                    draft.text,
+                    draft.token_count,
+                    json.dumps(draft.heading_path, ensure_ascii=False)
+                    if draft.heading_path
+                    else None,
+                    draft.start_ms,
+                    draft.end_ms,
+                    draft.char_start,
+                    draft.char_end,
+                )
+                for chunk_id, draft in zip(chunk_ids, document.drafts, strict=True)
+            ],
+        )
+        title = index_title(prepared.title, parsed.title)
+        return [
+            IndexedChunk(
+                chunk_id=chunk_id,
+                report_id=report_id,
+                document_id=document_id,
+                title=title,
+                text=draft.text,
+                tags=prepared.tags,
+                date=prepared.date,
+                source=self.source_name,
+                kind=parsed.kind,
+            )
+            for chunk_id, draft in zip(chunk_ids, document.drafts, strict=True)
+        ]
+
+
+def claim_report_id(conn: sqlite3.Connection, wanted: int | None) -> int:
+    """A new report's id: the one report.json asks for, or one never used before.
+
+    ``reports.report_id`` alone would hand a removed report's id to the next
+    new report, and an agent holding that id would get an unrelated report;
+    a high-water mark in ``meta`` prevents that.
+    """
+    highest = max(
+        int(read_meta(conn, "report_id_high") or 0),
+        conn.execute("SELECT coalesce(max(report_id), 0) FROM reports").fetchone()[0],
+    )
+    report_id = wanted if wanted is not None else highest + 1
+    write_meta(conn, "report_id_high", str(max(highest, report_id)))
+    return report_id
+
+
+def write_document_report(
+    store: Store,
+    conn: sqlite3.Connection,
+    *,
+    source_id: int,
+    source_name: str,
+    version_rowid: int,
+    key: str,
+    path: str,
+    parsed: ParsedDocument,
+    drafts: list[ChunkDraft],
+    title: str,
+    date: str,
+    tags: dict[str, Any],
+    content_hash: str,
+    existing_id: int | None,
+    now: str,
+) -> int:
+    """Write a one-document report (new, or replacing ``existing_id``) as ingest does.
+
+    For callers that read a document themselves (evidence retrieval): the
+    report gets the same rows, forwarding record and ``index_pending`` entry
+    as an ingested one. Runs inside the caller's transaction (``conn``) and
+    writer lock; returns the report id.
+    """
+    prepared = PreparedReport(
+        source=ReportSource(key, "", False, [path]),
+        existing_id=existing_id,
+        wanted_id=None,
+        title=title,
+        date=date,
+        tags=tags,
+        signature=content_hash,
+        content_hash=content_hash,
+        documents=[
+            PreparedDocument(path, parsed, drafts, content_hash, parsed.status, parsed.reason)
+        ],
+    )
+    summary = IngestSummary(source=source_name, version_id="")
+    writer = ReportWriter(store, source_id, source_name, version_rowid, summary)
+    report_id, _ = writer.write_report(conn, prepared, now)
+    return report_id
+
+
+def begin_version(
+    store: Store, root: Path, name: str, kind: str = "directory"
+) -> tuple[int, int, str]:
+    version_id = new_id()
+    with store.transaction() as conn:
+        # We hold the writer lock: a version still "running" was cut short.
+        conn.execute("UPDATE source_versions SET status = 'interrupted' WHERE status = 'running'")
+        prune_history(conn)
+        row = conn.execute("SELECT id, kind FROM sources WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            source_id = conn.execute(
+                "INSERT INTO sources (name, root, kind, created_at) VALUES (?, ?, ?, ?)",
+                (name, str(root), kind, utc_now()),
+            ).lastrowid
+        elif row["kind"] != kind:
+            raise InvalidInput(
+                f"the source name {name!r} is taken by a source of kind {row['kind']!r}; "
+                "choose another name",
+                field="name",
+            )
+        else:
+            source_id = row["id"]
+            conn.execute("UPDATE sources SET root = ? WHERE id = ?", (str(root), source_id))
+        version_rowid = conn.execute(
+            "INSERT INTO source_versions (version_id, source_id, started_at, status) "
+            "VALUES (?, ?, ?, 'running')",
+            (version_id, source_id, utc_now()),
+        ).lastrowid
+    return int(source_id or 0), int(version_rowid or 0), version_id
+
+
+def finish_version(store: Store, version_rowid: int, summary: IngestSummary) -> None:
+    counts = {key: value for key, value in summary.to_dict().items() if isinstance(value, int)}
+    with store.transaction() as conn:
+        conn.execute(
+            "UPDATE source_versions SET finished_at = ?, status = ?, summary = ? WHERE id = ?",
+            (
+                utc_now(),
+                "completed" if not summary.failed else "completed_with_failures",
+                json.dumps({**counts, "failures": summary.failures}),
+                version_rowid,
+            ),
+        )
+
+
+def existing_reports(
+    store: Store, source_id: int, *, keys: Sequence[str] | None = None
+) -> dict[str, tuple[int, str, str]]:
+    """The reports a source has now, by key: ``(report_id, signature, content_hash)``."""
+    sql = "SELECT key, report_id, signature, content_hash FROM reports WHERE source_id = ?"
+    with store.reading() as conn:
+        if keys is None:
+            rows = conn.execute(sql, (source_id,)).fetchall()
+        else:
+            marks = ",".join("?" * len(keys))
+            rows = conn.execute(f"{sql} AND key IN ({marks})", (source_id, *keys)).fetchall()
+    return {row["key"]: (row["report_id"], row["signature"], row["content_hash"]) for row in rows}
+
+
+def remove_reports(store: Store, report_ids: list[int], *, version_rowid: int) -> None:
+    now = utc_now()
+    with store.transaction() as conn:
+        for report_id in report_ids:
+            retire_report_chunks(
+                conn, report_id, version_rowid=version_rowid, reason="removed", now=now
+            )
+            conn.execute("DELETE FROM chunks WHERE report_id = ?", (report_id,))
+            conn.execute("DELETE FROM documents WHERE report_id = ?", (report_id,))
+            conn.execute("DELETE FROM reports WHERE report_id = ?", (report_id,))
+            queue_pending(conn, report_id, now)
+    store.sync.remove(report_ids)
