@@ -852,6 +852,7 @@ def bench_fts5(fts_path: Path, queries: list[dict[str, Any]], warmup: list[dict]
 
 
 def bench_rebuild(db: Path, workdir: Path, progress: bool) -> dict[str, Any]:
+    from researchstore.index import SearchIndex
     from researchstore.store import Store
 
     folder = workdir / "rebuild"

@@ -1181,9 +1181,7 @@ def test_a_forwarded_hit_still_meets_the_filters(
         def look_then_commit(self: SearchIndex) -> None:
             reader.sync.refresh()
             for season in ("spring", "autumn"):
-                seen[season] = reader.search(
-                    "queen", tags={"season": [season]}
-                )
+                seen[season] = reader.search("queen", tags={"season": [season]})
             real_commit(self)
 
         monkeypatch.setattr(SearchIndex, "commit", look_then_commit)
@@ -1201,8 +1199,7 @@ def test_a_forwarded_hit_still_meets_the_filters(
 def test_single_files_are_refreshed_by_name_never_by_walking_their_root(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from researchstore import sync
-    from researchstore.ingest import pipeline, prepare, writer
+    from researchstore.ingest import pipeline
 
     notes = tmp_path / "desk" / "notes.txt"
     other = tmp_path / "desk" / "other.txt"
