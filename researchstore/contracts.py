@@ -1,11 +1,15 @@
-"""Output JSON Schemas of the tools: the whole envelope, ``result`` or ``error``.
+"""Output JSON Schemas of the tools, and the structured content MCP carries.
 
-Every schema has the shape of seed 000: an object with a ``result`` branch and
-an ``error`` branch, exactly one of them present (``oneOf``). The schema of
-``research_get_chunk`` is seed 000's, copied verbatim; the one of
-``research_evidence_retrieve`` wraps seed 002's structured output. The others
-describe what ``queries.py`` and ``Store.search`` return, field by field, so a
-change of shape there fails the contract tests instead of surprising a client.
+Most schemas have the shape of seed 000: an object with a ``result`` branch
+and an ``error`` branch, exactly one of them present (``oneOf``); the
+structured content of such a tool is its whole envelope. The schema of
+``research_get_chunk`` is seed 000's, copied verbatim. ``research_evidence_
+retrieve`` follows seed 002 instead: its structured content is seed 002's
+object itself (``{"retrieval": ...}``) and its schema is seed 002's, field for
+field; its errors come back as the error envelope with ``isError`` set. The
+others describe what ``queries.py`` and ``search.py`` return, field by field,
+so a change of shape there fails the contract tests instead of surprising a
+client. (``Store.call`` returns the envelope for every tool.)
 
 The MCP server lists these in discovery when ``RESEARCHSTORE_OUTPUT_SCHEMAS=1``.
 """
@@ -496,9 +500,21 @@ _SCHEMAS: dict[str, Schema] = {
         )
     ),
     "research_resolve_chunk": envelope(_object({"resolution": _nullable(RESOLUTION)})),
-    "research_evidence_retrieve": envelope(EVIDENCE_RETRIEVAL),
+    "research_evidence_retrieve": EVIDENCE_RETRIEVAL,
     "ingest_file": envelope(INGEST_SUMMARY),
 }
+
+
+#: Tools whose structured content is their result itself (a seed's own object).
+BARE_RESULTS = frozenset({"research_evidence_retrieve"})
+
+
+def structured_content(tool_name: str, envelope_: dict[str, Any]) -> dict[str, Any]:
+    """What MCP carries as ``structuredContent`` for a call that returned ``envelope_``."""
+    if tool_name in BARE_RESULTS and "result" in envelope_:
+        result: dict[str, Any] = envelope_["result"]
+        return result
+    return envelope_
 
 
 def output_schema(tool_name: str) -> Schema:
@@ -511,6 +527,8 @@ def has_output_schema(tool_name: str) -> bool:
 
 
 __all__ = [
+    "BARE_RESULTS",
+    "structured_content",
     "ERROR",
     "ERROR_CODES",
     "EVIDENCE_RETRIEVAL",

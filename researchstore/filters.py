@@ -53,7 +53,7 @@ def tag_value(value: Any) -> str:
 
 def tag_terms(tags: dict[str, Any]) -> list[str]:
     """``{"audience": ["students"], "season": "spring"}`` → ``["audience=students", ...]``."""
-    terms = []
+    terms: list[str] = []
     for name, value in tags.items():
         values = value if isinstance(value, list) else [value]
         terms.extend(f"{name}={tag_value(item)}" for item in values if item is not None)

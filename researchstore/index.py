@@ -221,7 +221,7 @@ class SearchIndex:
         if total == 0:
             return []
         result = searcher.search(tantivy.Query.all_query(), limit=total, count=False)
-        return [searcher.doc(address).get_first("chunk_id") for _, address in result.hits]
+        return [_chunk_id(searcher, address) for _, address in result.hits]
 
     @property
     def num_docs(self) -> int:
@@ -251,16 +251,16 @@ class SearchIndex:
             terms = phrase_terms(phrase)
             if len(terms) > 1:
                 for field, boost in (("text", 1.0), ("title", 0.5)):
-                    query = tantivy.Query.phrase_query(SCHEMA, field, terms)
+                    query = tantivy.Query.phrase_query(SCHEMA, field, list(terms))
                     clauses.append((tantivy.Occur.Should, tantivy.Query.boost_query(query, boost)))
         # The title is indexed in every chunk's text too, so the text field
         # alone ranks. A term the query repeats weighs more (BM25's query-term
         # frequency): it is simply asked for again, which keeps the query a
         # plain disjunction of term queries.
-        terms = analyze(text)
-        for term in terms:
+        words = analyze(text)
+        for term in words:
             clauses.append((tantivy.Occur.Should, tantivy.Query.term_query(SCHEMA, "text", term)))
-        for term in dict.fromkeys(terms):
+        for term in dict.fromkeys(words):
             title = tantivy.Query.term_query(SCHEMA, "title", term)
             clauses.append((tantivy.Occur.Should, tantivy.Query.boost_query(title, 0.5)))
         return clauses
@@ -303,7 +303,7 @@ class SearchIndex:
     @staticmethod
     def chunk_ids(addresses: Sequence[Any], *, searcher: tantivy.Searcher) -> list[str]:
         """The chunk ids stored for these hits (each costs a doc-store read)."""
-        return [searcher.doc(address).get_first("chunk_id") for address in addresses]
+        return [_chunk_id(searcher, address) for address in addresses]
 
     def snippets(
         self,
@@ -325,6 +325,10 @@ class SearchIndex:
                 html = _escape(text[:max_chars])
             out.append(html)
         return out
+
+
+def _chunk_id(searcher: tantivy.Searcher, address: Any) -> str:
+    return str(searcher.doc(address).get_first("chunk_id"))
 
 
 def _escape(text: str) -> str:

@@ -35,7 +35,7 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from researchstore import auth, contracts
+from researchstore import __version__, auth, contracts
 from researchstore.catalogue import PROFILES, TRANSPORTS, served_tools
 from researchstore.params import Tool
 from researchstore.principal import LOCAL_USER, NOBODY, Principal, acting_as
@@ -75,11 +75,12 @@ def describe(tool: Tool, *, with_output_schema: bool) -> types.Tool:
     )
 
 
-def tool_result(envelope: dict[str, Any]) -> types.CallToolResult:
+def tool_result(tool_name: str, envelope: dict[str, Any]) -> types.CallToolResult:
     """An envelope as an MCP tool result: structured, with a text copy."""
+    structured = contracts.structured_content(tool_name, envelope)
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=json.dumps(envelope, ensure_ascii=False))],
-        structuredContent=envelope,
+        content=[types.TextContent(type="text", text=json.dumps(structured, ensure_ascii=False))],
+        structuredContent=structured,
         isError="error" in envelope,
     )
 
@@ -98,7 +99,7 @@ def build_server(
     listing = [describe(tool, with_output_schema=output_schemas) for tool in tools.values()]
     server: Server[Any, Any] = Server(
         SERVER_NAME,
-        version=_version(),
+        version=__version__,
         instructions=(
             "Search research reports with research_chunk_search, then read around a hit with "
             "get_chunks, get_chunk_neighbors, get_chunk_next/prev, get_chunk_parents, "
@@ -107,14 +108,14 @@ def build_server(
         ),
     )
 
-    @server.list_tools()
+    @server.list_tools()  # type: ignore[no-untyped-call, untyped-decorator]
     async def list_tools() -> list[types.Tool]:
         return listing
 
     # Arguments are checked by the tool itself (``Tool.bind``), so that a bad
     # one comes back as an ``invalid_input`` envelope naming the field rather
     # than as the SDK's plain-text validation message.
-    @server.call_tool(validate_input=False)
+    @server.call_tool(validate_input=False)  # type: ignore[untyped-decorator]
     async def call(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         principal = _caller(server, transport)
 
@@ -122,7 +123,7 @@ def build_server(
             with acting_as(principal):
                 return call_tool(store, name, arguments, tools=tools)
 
-        return tool_result(await anyio.to_thread.run_sync(run))
+        return tool_result(name, await anyio.to_thread.run_sync(run))
 
     return server
 
@@ -135,15 +136,6 @@ def _caller(server: Server[Any, Any], transport: str) -> Principal:
     principal = scope.get(PRINCIPAL_SCOPE_KEY)
     # Fail closed: an HTTP call that somehow carries no principal gets no rights.
     return principal if isinstance(principal, Principal) else NOBODY
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("researchstore")
-    except PackageNotFoundError:
-        return "0+unknown"
 
 
 # -- stdio ---------------------------------------------------------------------
@@ -205,7 +197,7 @@ def _header(scope: Scope, name: str) -> str | None:
     wanted = name.encode("latin-1")
     for header, value in scope.get("headers", ()):
         if header.lower() == wanted:
-            return value.decode("latin-1")
+            return str(value.decode("latin-1"))
     return None
 
 

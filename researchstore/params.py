@@ -81,10 +81,10 @@ def _fail(param: Param, message: str) -> InvalidInput:
     return InvalidInput(f"{param.name}: {message}", field=param.name)
 
 
-def _check_string(param: Param, value: Any) -> str:
-    if not isinstance(value, str):
-        raise _fail(param, f"must be a string, got {type(value).__name__}")
-    value = _without_lone_surrogates(value)
+def _check_string(param: Param, given: Any) -> str:
+    if not isinstance(given, str):
+        raise _fail(param, f"must be a string, got {type(given).__name__}")
+    value = _without_lone_surrogates(given)
     if param.min_length is not None and len(value) < param.min_length:
         raise _fail(param, f"must be at least {param.min_length} character(s) long")
     if param.max_length is not None and len(value) > param.max_length:

@@ -9,22 +9,27 @@ from __future__ import annotations
 import sqlite3
 import uuid
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import sqlite_utils
+from researchstore.db import read_meta, write_meta
+from researchstore.errors import InvalidInput
 
-Migration = Callable[[sqlite_utils.Database], None]
+if TYPE_CHECKING:
+    import sqlite_utils
+
+Migration = Callable[["sqlite_utils.Database"], None]
 
 
 def _create_core(db: sqlite_utils.Database) -> None:
-    db["sources"].create(
+    db.table("sources").create(
         {"id": int, "name": str, "root": str, "kind": str, "created_at": str},
         pk="id",
         not_null={"name", "kind"},
         defaults={"kind": "directory"},
     )
-    db["sources"].create_index(["name"], unique=True)
+    db.table("sources").create_index(["name"], unique=True)
 
-    db["source_versions"].create(
+    db.table("source_versions").create(
         {
             "id": int,
             "version_id": str,
@@ -38,10 +43,10 @@ def _create_core(db: sqlite_utils.Database) -> None:
         foreign_keys=[("source_id", "sources", "id")],
         not_null={"version_id", "source_id", "status"},
     )
-    db["source_versions"].create_index(["version_id"], unique=True)
-    db["source_versions"].create_index(["source_id"])
+    db.table("source_versions").create_index(["version_id"], unique=True)
+    db.table("source_versions").create_index(["source_id"])
 
-    db["folders"].create(
+    db.table("folders").create(
         {
             "id": int,
             "folder_id": str,
@@ -54,10 +59,10 @@ def _create_core(db: sqlite_utils.Database) -> None:
         foreign_keys=[("source_id", "sources", "id"), ("parent_id", "folders", "id")],
         not_null={"folder_id", "source_id", "path", "name"},
     )
-    db["folders"].create_index(["source_id", "path"], unique=True)
-    db["folders"].create_index(["folder_id"], unique=True)
+    db.table("folders").create_index(["source_id", "path"], unique=True)
+    db.table("folders").create_index(["folder_id"], unique=True)
 
-    db["reports"].create(
+    db.table("reports").create(
         {
             "report_id": int,
             "source_id": int,
@@ -82,9 +87,9 @@ def _create_core(db: sqlite_utils.Database) -> None:
         not_null={"source_id", "key", "title", "date", "tags"},
         defaults={"tags": "{}", "is_dir": 0},
     )
-    db["reports"].create_index(["source_id", "key"], unique=True)
+    db.table("reports").create_index(["source_id", "key"], unique=True)
 
-    db["documents"].create(
+    db.table("documents").create(
         {
             "id": int,
             "document_id": str,
@@ -114,10 +119,10 @@ def _create_core(db: sqlite_utils.Database) -> None:
         not_null={"document_id", "report_id", "path", "name", "kind", "status"},
         defaults={"chunk_count": 0, "token_count": 0, "skipped": "[]"},
     )
-    db["documents"].create_index(["document_id"], unique=True)
-    db["documents"].create_index(["report_id"])
+    db.table("documents").create_index(["document_id"], unique=True)
+    db.table("documents").create_index(["report_id"])
 
-    db["chunks"].create(
+    db.table("chunks").create(
         {
             "id": int,
             "chunk_id": str,
@@ -138,11 +143,11 @@ def _create_core(db: sqlite_utils.Database) -> None:
         not_null={"chunk_id", "document_rowid", "report_id", "position", "status", "text"},
         defaults={"status": "ok"},
     )
-    db["chunks"].create_index(["chunk_id"], unique=True)
-    db["chunks"].create_index(["document_rowid", "position"], unique=True)
+    db.table("chunks").create_index(["chunk_id"], unique=True)
+    db.table("chunks").create_index(["document_rowid", "position"], unique=True)
     # Replacing a report deletes its chunks by report_id (no cascades: the
     # deletes are explicit and in one transaction with the re-insert).
-    db["chunks"].create_index(["report_id"])
+    db.table("chunks").create_index(["report_id"])
 
     # The durable record of index work still to do. A row is written in the
     # same transaction as the change it describes and deleted only after the
@@ -159,7 +164,7 @@ def _create_api_keys(db: sqlite_utils.Database) -> None:
     # API keys for the MCP server over HTTP (researchstore/auth.py). Only a
     # salted hash of each key's secret is kept; key_id is the public part
     # shown in listings and used to find the row.
-    db["api_keys"].create(
+    db.table("api_keys").create(
         {
             "id": int,
             "key_id": str,
@@ -176,14 +181,14 @@ def _create_api_keys(db: sqlite_utils.Database) -> None:
         not_null={"key_id", "salt", "secret_hash", "scopes", "workspaces", "created_at"},
         defaults={"scopes": "[]", "workspaces": "[]"},
     )
-    db["api_keys"].create_index(["key_id"], unique=True)
+    db.table("api_keys").create_index(["key_id"], unique=True)
 
 
 def _create_chunk_history(db: sqlite_utils.Database) -> None:
     # The forwarding record: chunks retired by a re-ingest (or removed with
     # their report), kept for a configurable time so that a stale chunk_id
     # can be resolved to the chunk(s) now holding the same part of the text.
-    db["chunk_history"].create(
+    db.table("chunk_history").create(
         {
             "chunk_id": str,
             "report_id": int,
@@ -200,7 +205,7 @@ def _create_chunk_history(db: sqlite_utils.Database) -> None:
         foreign_keys=[("retired_by", "source_versions", "id")],
         not_null={"report_id", "document_path", "reason", "retired_at", "retired_by"},
     )
-    db["chunk_history"].create_index(["retired_at"])
+    db.table("chunk_history").create_index(["retired_at"])
 
 
 def _create_evidence(db: sqlite_utils.Database) -> None:
@@ -210,7 +215,7 @@ def _create_evidence(db: sqlite_utils.Database) -> None:
     # transaction as the evidence it stored. ``evidence`` maps a workspace's
     # evidence_id (stable per URL, kind and language) to the report holding
     # its current revision; the report lives in the workspace's source.
-    db["retrievals"].create(
+    db.table("retrievals").create(
         {
             "id": str,
             "workspace_id": str,
@@ -229,8 +234,8 @@ def _create_evidence(db: sqlite_utils.Database) -> None:
         pk="id",
         not_null={"workspace_id", "mutation_id", "arguments", "state", "created_at", "valid_until"},
     )
-    db["retrievals"].create_index(["workspace_id", "mutation_id"], unique=True)
-    db["evidence"].create(
+    db.table("retrievals").create_index(["workspace_id", "mutation_id"], unique=True)
+    db.table("evidence").create(
         {
             "evidence_id": str,
             "workspace_id": str,
@@ -247,8 +252,8 @@ def _create_evidence(db: sqlite_utils.Database) -> None:
         foreign_keys=[("report_id", "reports", "report_id")],
         not_null={"workspace_id", "url", "kind", "report_id", "revision", "content_hash"},
     )
-    db["evidence"].create_index(["report_id"], unique=True)
-    db["evidence"].create_index(["workspace_id"])
+    db.table("evidence").create_index(["report_id"], unique=True)
+    db.table("evidence").create_index(["workspace_id"])
 
 
 MIGRATIONS: list[Migration] = [
@@ -265,17 +270,20 @@ def migrate(conn: sqlite3.Connection) -> bool:
 
     The caller holds a ``BEGIN IMMEDIATE`` transaction.
     """
-    db = sqlite_utils.Database(conn)
     conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-    row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-    current = int(row[0]) if row else 0
+    current = int(read_meta(conn, "schema_version") or 0)
     if current > SCHEMA_VERSION:
-        raise RuntimeError(
+        raise InvalidInput(
             f"store schema version {current} is newer than this researchstore "
-            f"({SCHEMA_VERSION}); upgrade researchstore"
+            f"({SCHEMA_VERSION}); upgrade researchstore",
+            field="store",
         )
     if current == SCHEMA_VERSION:
         return False
+    # Only a new or older store pays for importing sqlite-utils.
+    import sqlite_utils
+
+    db = sqlite_utils.Database(conn)
     if current == 0:
         conn.execute(
             "INSERT OR IGNORE INTO meta (key, value) VALUES ('store_uuid', ?)",
@@ -283,9 +291,5 @@ def migrate(conn: sqlite3.Connection) -> bool:
         )
     for version in range(current, SCHEMA_VERSION):
         MIGRATIONS[version](db)
-    conn.execute(
-        "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
-        "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
-        [str(SCHEMA_VERSION)],
-    )
+    write_meta(conn, "schema_version", str(SCHEMA_VERSION))
     return True

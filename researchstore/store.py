@@ -27,7 +27,7 @@ from researchstore.sync import IndexSync
 
 if TYPE_CHECKING:
     from researchstore.evidence.config import RetrievalConfig
-    from researchstore.ingest.pipeline import IngestSummary
+    from researchstore.ingest.summary import IngestSummary
 
 #: The store's derived indexes, in the order they are opened and fed.
 DERIVED_INDEXES: tuple[type[DerivedIndex], ...] = (SearchIndex,)

@@ -30,7 +30,7 @@ from test_fetch import ARTICLE, Site, page, redirect, site, static  # noqa: F401
 from researchstore import Store, call_tool
 from researchstore.catalogue import TOOLS
 from researchstore.cli import main
-from researchstore.contracts import output_schema
+from researchstore.contracts import ERROR, output_schema
 from researchstore.evidence import (
     INPUT_SCHEMA,
     MAX_SEGMENTS,
@@ -164,15 +164,31 @@ def arguments(url: str, kind: str = "url_text", **extra: Any) -> dict[str, Any]:
 
 
 def check(envelope: dict[str, Any]) -> dict[str, Any]:
-    """Validate against the contract (and the seed's schema); the envelope back."""
-    jsonschema.validate(envelope, output_schema(TOOL), format_checker=FORMATS)
+    """Validate against the contract (and the seed's schema); the envelope back.
+
+    ``Store.call`` wraps the tool's result in an envelope; the result itself is
+    seed 002's object, which is what MCP carries as structured content.
+    """
+    if "error" in envelope:
+        jsonschema.validate(envelope, ERROR_ENVELOPE, format_checker=FORMATS)
+        return envelope
+    assert set(envelope) == {"result"}
+    jsonschema.validate(envelope["result"], output_schema(TOOL), format_checker=FORMATS)
     seed = SHARED_SCHEMAS / "evidence_retrieve.output.json"
-    if "result" in envelope and seed.exists():
+    if seed.exists():
         jsonschema.validate(
             envelope["result"], json.loads(seed.read_text()), format_checker=FORMATS
         )
     assert json.loads(json.dumps(envelope)) == envelope
     return envelope
+
+
+ERROR_ENVELOPE = {
+    "type": "object",
+    "properties": {"error": ERROR},
+    "required": ["error"],
+    "additionalProperties": False,
+}
 
 
 def call(store: Store, args: dict[str, Any]) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from researchstore import NotEntitled, Store
 from researchstore.auth import authenticate, create_key, revoke_key
 from researchstore.catalogue import TOOLS
 from researchstore.cli import main
-from researchstore.contracts import has_output_schema, output_schema
+from researchstore.contracts import BARE_RESULTS, ERROR, has_output_schema, output_schema
 from researchstore.principal import LOCAL_USER, Principal
 
 #: The CLI, started the way a fresh clone can: no console script needed.
@@ -318,18 +318,40 @@ def http_url(sample: Sample, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 
 def check_result(name: str, result: types.CallToolResult) -> dict[str, Any]:
-    """The structured envelope, validated; the text copy must say the same."""
-    envelope = result.structuredContent
-    assert envelope is not None
-    jsonschema.validate(envelope, output_schema(name), format_checker=FORMATS)
-    seed = SHARED_SCHEMAS / "get_chunk.output.json"
-    if name == "research_get_chunk" and seed.exists():
-        jsonschema.validate(envelope, json.loads(seed.read_text()), format_checker=FORMATS)
-    assert result.isError == ("error" in envelope)
+    """The call's envelope, its structured content validated; the text copy must say the same.
+
+    Seed 002's tool carries its result object itself (``{"retrieval": ...}``);
+    every other tool, and every error, carries the whole envelope.
+    """
+    structured = result.structuredContent
+    assert structured is not None
     [text] = result.content
     assert isinstance(text, types.TextContent)
-    assert json.loads(text.text) == envelope
-    return envelope
+    assert json.loads(text.text) == structured
+    if result.isError:
+        jsonschema.validate(structured, ERROR_ENVELOPE, format_checker=FORMATS)
+        return structured
+    jsonschema.validate(structured, output_schema(name), format_checker=FORMATS)
+    seeds = {
+        "research_get_chunk": SHARED_SCHEMAS / "get_chunk.output.json",
+        "research_evidence_retrieve": SHARED_SCHEMAS / "evidence_retrieve.output.json",
+    }
+    if name in seeds and seeds[name].exists():
+        seed = json.loads(seeds[name].read_text())
+        jsonschema.validate(structured, seed, format_checker=FORMATS)
+    if name in BARE_RESULTS:
+        assert "result" not in structured and "error" not in structured
+        return {"result": structured}
+    assert "error" not in structured
+    return structured
+
+
+ERROR_ENVELOPE = {
+    "type": "object",
+    "properties": {"error": ERROR},
+    "required": ["error"],
+    "additionalProperties": False,
+}
 
 
 async def exercise(session: Any, sample: Sample, served: set[str]) -> int:

@@ -20,7 +20,7 @@ from researchstore.dates import is_iso_date
 from researchstore.ingest.chunking import chunk_blocks, chunk_segments
 from researchstore.ingest.discovery import REPORT_FILE, ReportSource
 from researchstore.ingest.model import ChunkDraft, ParsedDocument
-from researchstore.ingest.parsers import parse_file
+from researchstore.ingest.parsers import kind_for_path, parse_file
 
 MAX_FILE_BYTES = 64 * 1024 * 1024
 
@@ -122,15 +122,16 @@ def prepare_report(
 
 def prepare_document(root: Path, path: str, chunk_tokens: int) -> PreparedDocument:
     file_path = root / path
+    kind = kind_for_path(path) or "html"
     try:
         size = file_path.stat().st_size
         if size > MAX_FILE_BYTES:
-            parsed = ParsedDocument(kind=kind_of(path), status="invalid", reason="too_large")
+            parsed = ParsedDocument(kind=kind, status="invalid", reason="too_large")
             parsed.skipped.append(f"file is {size} bytes; the limit is {MAX_FILE_BYTES}")
             return PreparedDocument(path, parsed, [], f"size:{size}", "invalid", "too_large")
         data = file_path.read_bytes()
     except OSError as error:
-        parsed = ParsedDocument(kind=kind_of(path), status="invalid", reason="unreadable")
+        parsed = ParsedDocument(kind=kind, status="invalid", reason="unreadable")
         parsed.skipped.append(str(error))
         return PreparedDocument(path, parsed, [], "unreadable", "invalid", "unreadable")
     parsed = parse_file(file_path, data=data)
@@ -153,8 +154,3 @@ def chunk_parsed(
     if not drafts and status in ("ok", "partial"):
         status, reason = "empty", reason or "no_text"
     return text, drafts, status, reason
-
-
-def kind_of(path: str) -> str:
-    suffix = Path(path).suffix.lower()
-    return {".vtt": "vtt", ".srt": "srt", ".txt": "text", ".md": "text"}.get(suffix, "html")

@@ -45,7 +45,7 @@ def _main_module_hidden() -> Iterator[None]:
     ``submit``).
     """
     main = sys.modules.get("__main__")
-    saved = {
+    saved: dict[str, Any] = {
         name: main.__dict__[name]
         for name in ("__file__", "__spec__")
         if main is not None and name in main.__dict__

@@ -130,9 +130,9 @@ class ReportWriter:
                 "VALUES (?, ?, ?, ?, ?)",
                 (new_id(), self.source_id, parent, path, path.rpartition("/")[2]),
             )
-            folder_rowid = cursor.lastrowid
+            folder_rowid = int(cursor.lastrowid or 0)
         else:
-            folder_rowid = row["id"]
+            folder_rowid = int(row["id"])
         self.folders[path] = folder_rowid
         return folder_rowid
 
