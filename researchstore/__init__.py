@@ -1,6 +1,5 @@
 """researchstore: research reports in one SQLite file with a Tantivy index beside it."""
 
-from researchstore import evidence  # noqa: F401  (registers research_evidence_retrieve)
 from researchstore.errors import (
     InvalidInput,
     NotEntitled,

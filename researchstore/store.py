@@ -347,7 +347,7 @@ class Store:
             "r.date, s.name, d.kind, e.workspace_id FROM chunks c "
             "JOIN documents d ON d.id = c.document_rowid "
             "JOIN reports r ON r.report_id = c.report_id JOIN sources s ON s.id = r.source_id "
-            # Evidence (researchstore/evidence.py) is indexed under its workspace.
+            # Evidence (researchstore/evidence/) is indexed under its workspace.
             "LEFT JOIN evidence e ON e.report_id = c.report_id "
             f"{where} ORDER BY c.id",
             () if report_id is None else (report_id,),

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from researchstore.auth import current_principal
 from researchstore.errors import InvalidInput, NotEntitled, ResearchStoreError, UpstreamUnavailable
+from researchstore.evidence import spec as evidence_spec
 from researchstore.index import SearchFilters
 from researchstore.ingest.model import DOCUMENT_KINDS
 from researchstore.params import MAX_SAFE_INTEGER, Param, Tool
@@ -87,6 +88,20 @@ def _get_document_chunks(store: Store, args: dict[str, Any]) -> dict[str, Any]:
 
 def _resolve_chunk(store: Store, args: dict[str, Any]) -> dict[str, Any]:
     return {"resolution": store.resolve_chunk(args["chunk_id"])}
+
+
+def _retrieve_evidence(store: Store, args: dict[str, Any]) -> dict[str, Any]:
+    # Imported here: the fetcher's HTTP stack loads on the first retrieval only.
+    from researchstore.evidence.retrieve import retrieve
+
+    return retrieve(
+        store,
+        url=args["url"],
+        kind=args["kind"],
+        workspace_id=args["workspace_id"],
+        mutation_id=args["mutation_id"],
+        language=args["language"],
+    )
 
 
 _CHUNK_ID = Param(
@@ -300,13 +315,20 @@ TOOLS: dict[str, Tool] = {
             (_CHUNK_ID,),
             _resolve_chunk,
         ),
+        Tool(
+            evidence_spec.NAME,
+            evidence_spec.TITLE,
+            evidence_spec.DESCRIPTION,
+            evidence_spec.PARAMS,
+            _retrieve_evidence,
+            read_only=False,
+            annotations=dict(evidence_spec.ANNOTATIONS),
+            profile=evidence_spec.PROFILE,
+            scope=evidence_spec.SCOPE,
+            schema_override=evidence_spec.INPUT_SCHEMA,
+        ),
     )
 }
-
-
-def register(tool: Tool) -> None:
-    """Add a tool (used by modules that bring their own, such as evidence)."""
-    TOOLS[tool.name] = tool
 
 
 #: Which argument of a tool names what, for the workspace guard below.
