@@ -62,7 +62,8 @@ def read_content(
 ) -> Outcome:
     """Fetch and read ``url`` as ``kind``; every failure becomes an outcome, never an exception.
 
-    Every fetch goes through ``fetcher``, under one deadline
+    Every fetch goes through ``fetcher`` (the caller has already chosen it,
+    ``config.fetcher`` or the default), under one deadline
     (``config.fetch.timeout_s``) shared by a page and its caption file.
     """
     session = _Session(fetcher, config, time.monotonic() + config.fetch.timeout_s, cancel)
