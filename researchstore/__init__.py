@@ -2,7 +2,6 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
-from researchstore import evidence  # noqa: F401  (registers research_evidence_retrieve)
 from researchstore.catalogue import TOOLS
 from researchstore.errors import (
     InvalidInput,

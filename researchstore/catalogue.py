@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from researchstore import queries
 from researchstore.errors import InvalidInput
+from researchstore.evidence import spec as evidence_spec
 from researchstore.filters import SearchFilters
 from researchstore.forwarding import resolve_chunk
 from researchstore.index import SearchIndex
@@ -118,6 +119,20 @@ def _anchor(description: str = "Anchor chunk UUID.") -> Param:
 
 def _count(default: int, description: str) -> Param:
     return Param("count", "integer", description, default=default, minimum=1, maximum=100)
+
+
+def _retrieve_evidence(store: Store, args: dict[str, Any]) -> dict[str, Any]:
+    # Imported here: the fetcher's HTTP stack loads on the first retrieval only.
+    from researchstore.evidence.retrieve import retrieve
+
+    return retrieve(
+        store,
+        url=args["url"],
+        kind=args["kind"],
+        workspace_id=args["workspace_id"],
+        mutation_id=args["mutation_id"],
+        language=args["language"],
+    )
 
 
 def _ingest_file(store: Store, args: dict[str, Any]) -> dict[str, Any]:
@@ -316,6 +331,18 @@ TOOLS: dict[str, Tool] = {
             'the retention period, is a miss: {"result": {"resolution": null}}.',
             (_CHUNK_ID,),
             _resolve_chunk,
+        ),
+        Tool(
+            evidence_spec.NAME,
+            evidence_spec.TITLE,
+            evidence_spec.DESCRIPTION,
+            evidence_spec.PARAMS,
+            _retrieve_evidence,
+            read_only=False,
+            annotations=dict(evidence_spec.ANNOTATIONS),
+            profile=evidence_spec.PROFILE,
+            scope=evidence_spec.SCOPE,
+            schema_override=evidence_spec.INPUT_SCHEMA,
         ),
         Tool(
             "ingest_file",

@@ -331,10 +331,11 @@ def reingest(
 
     Exits 1 when a report failed, 75 when another run holds the store.
     """
+    from researchstore.dates import parse_duration
     from researchstore.errors import StoreLocked
     from researchstore.forwarding import set_retention_days
-    from researchstore.reingest import parse_duration, run_every
     from researchstore.reingest import reingest as run_reingest
+    from researchstore.reingest import run_every
 
     try:
         interval = parse_duration(every) if every else None

@@ -15,6 +15,7 @@ import sqlite3
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from researchstore.dates import stamp
 from researchstore.queries import chunk_rows
 
 DEFAULT_RETENTION_DAYS = 30.0
@@ -73,7 +74,7 @@ def set_retention_days(conn: sqlite3.Connection, days: float) -> None:
 def prune_history(conn: sqlite3.Connection, *, now: datetime | None = None) -> int:
     """Forget forwarding rows older than the retention; return how many."""
     now = now or datetime.now(UTC)
-    cutoff = (now - timedelta(days=retention_days(conn))).strftime("%Y-%m-%dT%H:%M:%SZ")
+    cutoff = stamp(now - timedelta(days=retention_days(conn)))
     return conn.execute("DELETE FROM chunk_history WHERE retired_at < ?", (cutoff,)).rowcount
 
 

@@ -8,7 +8,6 @@ writer lock is taken without waiting, and a second run is told who holds it.
 
 from __future__ import annotations
 
-import re
 import signal
 import threading
 import time
@@ -20,23 +19,6 @@ from researchstore.errors import InvalidInput
 from researchstore.ingest.pipeline import ingest_source
 from researchstore.ingest.summary import IngestSummary
 from researchstore.store import Store
-
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])", re.IGNORECASE)
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def parse_duration(text: str) -> float:
-    """``"90s"``, ``"15m"``, ``"1h30m"``, ``"2d"`` → seconds."""
-    cleaned = text.strip().replace(" ", "")
-    parts = _DURATION_PART.findall(cleaned)
-    if not cleaned or "".join(f"{n}{u}" for n, u in parts).lower() != cleaned.lower():
-        raise InvalidInput(
-            f"not a duration: {text!r} (use e.g. 90s, 15m, 1h, 1h30m, 2d)", field="every"
-        )
-    seconds = sum(float(number) * _UNIT_SECONDS[unit.lower()] for number, unit in parts)
-    if seconds <= 0:
-        raise InvalidInput("a duration must be more than zero", field="every")
-    return seconds
 
 
 def reingest(

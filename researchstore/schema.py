@@ -209,7 +209,7 @@ def _create_chunk_history(db: sqlite_utils.Database) -> None:
 
 
 def _create_evidence(db: sqlite_utils.Database) -> None:
-    # Evidence retrieval (researchstore/evidence.py). ``retrievals`` holds the
+    # Evidence retrieval (researchstore/evidence/). ``retrievals`` holds the
     # durable receipt of each call, keyed by (workspace_id, mutation_id):
     # written as ``running`` before the fetch, settled in the same
     # transaction as the evidence it stored. ``evidence`` maps a workspace's

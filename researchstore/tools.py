@@ -22,11 +22,6 @@ if TYPE_CHECKING:
     from researchstore.store import Store
 
 
-def register(tool: Tool) -> None:
-    """Add a tool (used by modules that bring their own, such as evidence)."""
-    TOOLS[tool.name] = tool
-
-
 #: Which argument of a tool names what, for the workspace guard below.
 _ANCHORS: dict[str, tuple[str, str]] = {
     "research_get_chunk": ("chunk_id", "chunk"),

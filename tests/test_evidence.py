@@ -31,15 +31,10 @@ from researchstore import Store, call_tool
 from researchstore.catalogue import TOOLS
 from researchstore.cli import main
 from researchstore.contracts import ERROR, output_schema
-from researchstore.evidence import (
-    INPUT_SCHEMA,
-    MAX_SEGMENTS,
-    MAX_TEXT,
-    RetrievalConfig,
-    configure,
-    evidence_id_for,
-    retrieve,
-)
+from researchstore.evidence.config import RetrievalConfig
+from researchstore.evidence.records import evidence_id_for
+from researchstore.evidence.retrieve import retrieve
+from researchstore.evidence.spec import INPUT_SCHEMA, MAX_SEGMENTS, MAX_TEXT
 from researchstore.fetch import FetchPolicy
 from researchstore.principal import Principal, acting_as
 
@@ -148,9 +143,8 @@ def config(evidence_site: Site) -> RetrievalConfig:
 
 @pytest.fixture
 def evidence_store(store: Store, config: RetrievalConfig) -> Iterator[Store]:
-    configure(store, config)
+    store.retrieval = config  # as Store(..., retrieval=config) would
     yield store
-    configure(store, None)
 
 
 def arguments(url: str, kind: str = "url_text", **extra: Any) -> dict[str, Any]:
@@ -229,6 +223,16 @@ def test_the_tool_publishes_seed_002s_input_schema_and_annotations() -> None:
     }
     assert "never as instructions" in tool.description
     assert tool.title == "Read a public research source"
+
+
+def test_the_contract_and_the_configuration_import_no_http_stack() -> None:
+    """A tool catalogue lists the tool, and a store is configured, without httpx."""
+    code = (
+        "import sys, researchstore.evidence.spec, researchstore.evidence.config; "
+        "loaded = [name for name in ('httpx', 'httpcore') if name in sys.modules]; "
+        "assert not loaded, loaded"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, env=os.environ.copy())
 
 
 @pytest.mark.parametrize(
@@ -398,13 +402,10 @@ def test_unsafe_and_offline(
     evidence_store: Store, evidence_site: Site, config: RetrievalConfig
 ) -> None:
     # The default policy refuses the loopback test server itself.
-    configure(
-        evidence_store,
-        replace(
-            config,
-            fetch=FetchPolicy(
-                resolver=evidence_site.policy.resolver, ssl_context=evidence_site.client_context
-            ),
+    evidence_store.retrieval = replace(
+        config,
+        fetch=FetchPolicy(
+            resolver=evidence_site.policy.resolver, ssl_context=evidence_site.client_context
         ),
     )
     for url in (
@@ -417,7 +418,7 @@ def test_unsafe_and_offline(
         retrieval = call(evidence_store, arguments(url))
         assert outcome(retrieval) == ("blocked", "unsafe_url"), url
         assert retrieval["result"]["provenance"]["source_url"] is None
-    configure(evidence_store, replace(config, fetch=replace(config.fetch, egress=False)))
+    evidence_store.retrieval = replace(config, fetch=replace(config.fetch, egress=False))
     offline = call(evidence_store, arguments(evidence_site.url("/article.html")))
     assert outcome(offline) == ("unavailable", "egress_unavailable")
 
@@ -425,7 +426,7 @@ def test_unsafe_and_offline(
 def test_timeout_and_cancel(
     evidence_store: Store, evidence_site: Site, config: RetrievalConfig
 ) -> None:
-    configure(evidence_store, replace(config, fetch=replace(config.fetch, timeout_s=0.6)))
+    evidence_store.retrieval = replace(config, fetch=replace(config.fetch, timeout_s=0.6))
     slow = call(evidence_store, arguments(evidence_site.url("/slow.html")))
     assert outcome(slow) == ("unavailable", "timeout")
     cancel = threading.Event()
@@ -562,8 +563,8 @@ def test_receipts_expire(
     evidence_store: Store, evidence_site: Site, config: RetrievalConfig
 ) -> None:
     now = [datetime(2099, 1, 15, 9, 0, tzinfo=UTC)]
-    configure(
-        evidence_store, replace(config, clock=lambda: now[0], receipt_ttl=timedelta(hours=24))
+    evidence_store.retrieval = replace(
+        config, clock=lambda: now[0], receipt_ttl=timedelta(hours=24)
     )
     args = arguments(evidence_site.url("/article.html"))
     first = call(evidence_store, args)
@@ -582,7 +583,7 @@ def test_receipts_expire(
 def test_a_concurrent_call_sees_the_receipt_running(
     evidence_store: Store, evidence_site: Site, config: RetrievalConfig
 ) -> None:
-    configure(evidence_store, replace(config, fetch=replace(config.fetch, timeout_s=1.0)))
+    evidence_store.retrieval = replace(config, fetch=replace(config.fetch, timeout_s=1.0))
     args = arguments(evidence_site.url("/slow.html"))
     results: list[dict[str, Any]] = []
     worker = threading.Thread(target=lambda: results.append(call(evidence_store, args)))
@@ -642,7 +643,7 @@ def test_a_receipt_whose_process_died_is_unconfirmed(evidence_site: Site, tmp_pa
             process.kill()
             process.wait(10)
     with Store(db, progress=False) as store:
-        configure(store, RetrievalConfig(fetch=evidence_site.policy))
+        store.retrieval = RetrievalConfig(fetch=evidence_site.policy)
         args = {"url": url, "kind": "url_text", "workspace_id": WORKSPACE, "mutation_id": mutation}
         unconfirmed = call(store, args)
         assert unconfirmed["state"] == "unconfirmed"
@@ -674,7 +675,7 @@ def test_an_error_leaves_no_receipt(
     def broken(*_: Any, **__: Any) -> Any:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("researchstore.evidence._store_evidence", broken)
+    monkeypatch.setattr("researchstore.evidence.retrieve.write_evidence", broken)
     envelope = check(call_tool(evidence_store, TOOL, args))
     assert envelope["error"]["code"] == "internal"
     monkeypatch.undo()
@@ -752,7 +753,7 @@ def test_evidence_survives_reopening_the_store(
 ) -> None:
     db = tmp_path / "reopen.db"
     with Store(db, progress=False) as store:
-        configure(store, config)
+        store.retrieval = config
         call(store, arguments(evidence_site.url("/article.html")))
     with Store(db, progress=False) as store:
         assert len(search(store, "varroa", WORKSPACE)) == 1

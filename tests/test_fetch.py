@@ -21,12 +21,13 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
 import trustme
 
-from researchstore import fetch as fetch_module
+import researchstore.fetch
 from researchstore.fetch import (
     FetchCancelled,
     FetchError,
@@ -648,9 +649,11 @@ def test_policy_from_environment(site: Site) -> None:
     assert FetchPolicy.from_env({}) == replace(FetchPolicy(), resolver=FetchPolicy().resolver)
 
 
-def test_the_module_keeps_one_socket_path() -> None:
-    """Only the pinned backend opens connections: no other socket call in the module."""
-    with open(fetch_module.__file__) as handle:
-        source = handle.read()
-    assert source.count("socket.create_connection(") == 1
-    assert "socket.socket(" not in source
+def test_the_package_keeps_one_socket_path() -> None:
+    """Only the pinned backend opens connections: no other socket call in the package."""
+    package = Path(researchstore.fetch.__file__).parent
+    sources = {path.name: path.read_text() for path in package.glob("*.py")}
+    connects = {name for name, source in sources.items() if "socket.create_connection(" in source}
+    assert connects == {"transport.py"}
+    assert sources["transport.py"].count("socket.create_connection(") == 1
+    assert not any("socket.socket(" in source for source in sources.values())

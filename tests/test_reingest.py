@@ -30,8 +30,9 @@ from hypothesis import strategies as st
 
 from researchstore import InvalidInput, Store, StoreLocked
 from researchstore.check import check_store
+from researchstore.dates import parse_duration
 from researchstore.forwarding import prune_history
-from researchstore.reingest import parse_duration, reingest, run_every
+from researchstore.reingest import reingest, run_every
 
 #: report key -> document file name -> text
 Source = dict[str, dict[str, str]]

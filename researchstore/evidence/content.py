@@ -1,9 +1,10 @@
 """What a fetched response says: a page's main text or a caption file's segments.
 
-The reading half of evidence retrieval (``evidence.py`` keeps the receipts
-and the stored evidence): it turns a ``Fetched`` response, or a fetch error,
-into an ``_Outcome`` with the status, reason, text, segments and provenance
-that seed 002's schema asks for, using the ingest parsers.
+The reading half of evidence retrieval: ``read_content`` asks the injected
+``Fetcher`` for the URL (and, for a page's ``<track>``, for its caption
+file) and turns the response, or the ``FetchError``, into an ``Outcome``
+with the status, reason, text, segments and provenance that seed 002's
+schema asks for, using the ingest parsers. It never raises for content.
 """
 
 from __future__ import annotations
@@ -12,37 +13,25 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from dataclasses import dataclass, replace
 from html.parser import HTMLParser
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import httpx
-
-from researchstore.fetch import Fetched, FetchError, fetch
+from researchstore.dates import stamp
+from researchstore.evidence.config import RetrievalConfig
+from researchstore.evidence.outcome import Outcome, clip
+from researchstore.evidence.spec import MAX_LANGUAGE_LENGTH, MAX_SEGMENTS, MAX_TEXT
+from researchstore.fetch.errors import FetchError
+from researchstore.fetch.fetcher import Fetched, Fetcher
+from researchstore.fetch.urls import join_url, url_host, url_path
 from researchstore.ingest.captions import parse_srt, parse_vtt
 from researchstore.ingest.decode import declared_encoding, decode_text, normalize_language
 from researchstore.ingest.html import parse_html
 from researchstore.ingest.model import Block, DocumentKind, ParsedDocument, Segment
 from researchstore.ingest.text import parse_text
 
-if TYPE_CHECKING:
-    from researchstore.evidence import RetrievalConfig
+__all__ = ["read_content"]
 
-PARSER_VERSION = "research-public-retrieval/v1"
-MAX_TEXT = 20_000
-MAX_SEGMENTS = 1_000
-MAX_WARNINGS = 10
-
-
-def _stamp(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-_MEDIA_TYPES = frozenset(
-    ("text/html", "application/xhtml+xml", "text/plain", "text/vtt", "application/x-subrip",
-     "application/srt", "text/srt")
-)  # fmt: skip
 _HTML_TYPES = frozenset(("text/html", "application/xhtml+xml"))
 _SUBRIP_TYPES = frozenset(("application/x-subrip", "application/srt", "text/srt"))
 _CAPTION_TYPES = _SUBRIP_TYPES | {"text/vtt"}
@@ -63,133 +52,81 @@ _PASSWORD_INPUT = re.compile(rb"<input\b[^>]*\btype\s*=\s*[\"']?password", re.IG
 _SRT_TIMING = re.compile(rb"\d+:\d{1,2}:\d{1,2}[,.]\d{1,3}\s*-->\s*\d+:\d{1,2}:\d{1,2}")
 
 
-# -- the result ----------------------------------------------------------------
+def read_content(
+    url: str,
+    kind: str,
+    language: str | None,
+    *,
+    fetcher: Fetcher,
+    config: RetrievalConfig,
+    cancel: threading.Event | None = None,
+) -> Outcome:
+    """Fetch and read ``url`` as ``kind``; every failure becomes an outcome, never an exception.
+
+    Every fetch goes through ``fetcher`` (the caller has already chosen it,
+    ``config.fetcher`` or the default), under one deadline
+    (``config.fetch.timeout_s``) shared by a page and its caption file.
+    """
+    session = _Session(fetcher, config, time.monotonic() + config.fetch.timeout_s, cancel)
+    try:
+        if kind == "url_text":
+            return _read_page_text(url, language, session)
+        return _read_captions(url, language, session)
+    except FetchError as error:
+        return _failure(kind, error, config)
 
 
-@dataclass(slots=True)
-class _Outcome:
-    """What a retrieval found, before it is a result (and maybe evidence)."""
+@dataclass(frozen=True, slots=True)
+class _Session:
+    """One retrieval's fetcher, configuration, shared deadline and cancel event."""
 
-    kind: str
-    status: str
-    reason: str | None = None
-    warnings: list[str] = field(default_factory=list)
-    text: str = ""
-    title: str | None = None
-    description: str | None = None
-    segments: list[Segment] = field(default_factory=list)
-    source_url: str | None = None
-    retrieved_at: str = ""
-    mime_type: str | None = None
-    content_kind: str = "none"
-    caption_format: str | None = None
-    language: str | None = None
-    retry_after_seconds: int | None = None
-    #: What is stored as evidence: a parsed document of the returned content.
-    document: ParsedDocument | None = None
+    fetcher: Fetcher
+    config: RetrievalConfig
+    deadline: float
+    cancel: threading.Event | None
 
-    def result(self) -> dict[str, Any]:
-        warnings = [w for w in dict.fromkeys(self.warnings) if w != self.reason]
-        source_url = self.source_url if self.source_url and len(self.source_url) <= 2048 else None
-        return {
-            "kind": self.kind,
-            "status": self.status,
-            "text": self.text,
-            "title": _clip(self.title, 200),
-            "description": _clip(self.description, 2000),
-            "segments": [
-                {"start_ms": s.start_ms, "end_ms": s.end_ms, "text": s.text} for s in self.segments
-            ],
-            "provenance": {
-                "source_url": source_url,
-                "retrieved_at": self.retrieved_at,
-                "mime_type": self.mime_type if self.mime_type in _MEDIA_TYPES else None,
-                "parser_version": PARSER_VERSION,
-                "content_kind": self.content_kind,
-                "caption_format": self.caption_format,
-                "language": self.language,
-                "language_source": "publisher_declared" if self.language else "unknown",
-                "platform_native_verified": False,
-            },
-            "reason": self.reason,
-            "warnings": warnings[:MAX_WARNINGS],
-            "retry_after_seconds": self.retry_after_seconds,
-        }
+    def get(self, url: str, accept: str, language: str | None) -> Fetched:
+        headers = {"Accept-Language": f"{language}, *;q=0.5"} if language else None
+        return self.fetcher(
+            url,
+            policy=self.config.fetch,
+            accept=accept,
+            headers=headers,
+            deadline=self.deadline,
+            cancel=self.cancel,
+        )
 
-    def flag(self, status: str, reason: str) -> None:
-        """Note a limit or condition: the first one is the reason, the others warnings."""
-        if self.reason is None:
-            self.status, self.reason = status, reason
-        else:
-            self.warnings.append(reason)
-
-
-def _clip(text: str | None, limit: int) -> str | None:
-    if text is None:
-        return None
-    text = " ".join(text.split())
-    if not text:
-        return None
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    def parse_page(self, fetched: Fetched) -> ParsedDocument:
+        options = {} if self.config.max_nodes is None else {"max_nodes": self.config.max_nodes}
+        return _parse(parse_html, _with_charset(fetched), "html", **options)
 
 
 def _language(value: str | None) -> str | None:
     tag = normalize_language(value)
-    return tag if tag and len(tag) <= 35 else None
+    return tag if tag and len(tag) <= MAX_LANGUAGE_LENGTH else None
 
 
 def _same_language(wanted: str, declared: str) -> bool:
     return wanted.lower().split("-")[0] == declared.lower().split("-")[0]
 
 
-def _retrieve_content(
-    url: str,
-    kind: str,
-    language: str | None,
-    config: RetrievalConfig,
-    cancel: threading.Event | None,
-) -> _Outcome:
-    """Fetch and read ``url``; every failure becomes an outcome, never an exception."""
-    deadline = time.monotonic() + config.fetch.timeout_s
-    try:
-        if kind == "url_text":
-            return _read_page_text(url, language, config, deadline, cancel)
-        return _read_captions(url, language, config, deadline, cancel)
-    except FetchError as error:
-        return _failure(kind, error, config)
-
-
-def _failure(kind: str, error: FetchError, config: RetrievalConfig) -> _Outcome:
-    return _Outcome(
+def _failure(kind: str, error: FetchError, config: RetrievalConfig) -> Outcome:
+    return Outcome(
         kind,
         error.status,
         error.reason,
         source_url=error.url,
-        retrieved_at=_stamp(config.clock()),
+        retrieved_at=stamp(config.clock()),
         retry_after_seconds=error.retry_after_seconds,
     )
 
 
-def _get(
-    url: str,
-    accept: str,
-    language: str | None,
-    config: RetrievalConfig,
-    deadline: float,
-    cancel: threading.Event | None,
-) -> Fetched:
-    headers = {"Accept-Language": f"{language}, *;q=0.5"} if language else None
-    return fetch(
-        url, policy=config.fetch, accept=accept, headers=headers, deadline=deadline, cancel=cancel
-    )
-
-
-def _fetched_outcome(kind: str, fetched: Fetched, config: RetrievalConfig) -> _Outcome:
-    outcome = _Outcome(
+def _fetched_outcome(kind: str, fetched: Fetched, config: RetrievalConfig) -> Outcome:
+    outcome = Outcome(
         kind,
         "ready",
         source_url=fetched.url,
-        retrieved_at=_stamp(config.clock()),
+        retrieved_at=stamp(config.clock()),
         mime_type=fetched.media_type,
     )
     if not fetched.complete:
@@ -200,31 +137,19 @@ def _fetched_outcome(kind: str, fetched: Fetched, config: RetrievalConfig) -> _O
 # -- url_text ------------------------------------------------------------------
 
 
-def _read_page_text(
-    url: str,
-    language: str | None,
-    config: RetrievalConfig,
-    deadline: float,
-    cancel: threading.Event | None,
-) -> _Outcome:
-    fetched = _get(
-        url,
-        "text/html, application/xhtml+xml, text/plain;q=0.8, */*;q=0.1",
-        language,
-        config,
-        deadline,
-        cancel,
-    )
-    outcome = _fetched_outcome("url_text", fetched, config)
+def _read_page_text(url: str, language: str | None, session: _Session) -> Outcome:
+    accept = "text/html, application/xhtml+xml, text/plain;q=0.8, */*;q=0.1"
+    fetched = session.get(url, accept, language)
+    outcome = _fetched_outcome("url_text", fetched, session.config)
     media_type = fetched.media_type
     if media_type in _CAPTION_TYPES:
         outcome.status, outcome.reason = "unsupported", "unsupported_media"
         outcome.warnings = []
         return outcome  # a caption file: kind=published_captions reads it
     if media_type in _HTML_TYPES or (media_type in _VAGUE_TYPES and _looks_like_html(fetched)):
-        parsed = _parse(parse_html, _with_charset(fetched), "html", max_nodes=config.max_nodes)
+        parsed = session.parse_page(fetched)
         if _login_wall(fetched, parsed):
-            return _Outcome(
+            return Outcome(
                 "url_text",
                 "blocked",
                 "login_required",
@@ -253,7 +178,7 @@ def _read_page_text(
         outcome.flag("partial", "text_limited")
     outcome.text = "\n\n".join(block.text for block in blocks)
     if not outcome.text.strip():
-        if _clip(outcome.title, 200) or _clip(outcome.description, 2000):
+        if clip(outcome.title, 200) or clip(outcome.description, 2000):
             outcome = _without_content(outcome, "empty", "metadata_only")
             outcome.content_kind = "metadata_only"
             return outcome
@@ -285,7 +210,7 @@ def _parse(
         )
 
 
-def _without_content(outcome: _Outcome, status: str, reason: str) -> _Outcome:
+def _without_content(outcome: Outcome, status: str, reason: str) -> Outcome:
     outcome.status, outcome.reason = status, reason
     outcome.text, outcome.segments, outcome.document = "", [], None
     outcome.warnings = [w for w in outcome.warnings if w == "language_mismatch"]
@@ -312,7 +237,7 @@ def _with_charset(fetched: Fetched) -> bytes:
 
 def _login_wall(fetched: Fetched, parsed: ParsedDocument) -> bool:
     """A redirect to a sign-in page, or a page that is little but a password form."""
-    if fetched.redirects and _LOGIN_PATH.search(httpx.URL(fetched.url).path):
+    if fetched.redirects and _LOGIN_PATH.search(url_path(fetched.url)):
         return True
     if _PASSWORD_INPUT.search(fetched.body):
         text = sum(len(block.text) for block in parsed.blocks)
@@ -350,25 +275,19 @@ def _cut_at_word(text: str, room: int) -> str:
 # -- published_captions --------------------------------------------------------
 
 
-def _read_captions(
-    url: str,
-    language: str | None,
-    config: RetrievalConfig,
-    deadline: float,
-    cancel: threading.Event | None,
-) -> _Outcome:
+def _read_captions(url: str, language: str | None, session: _Session) -> Outcome:
     accept = (
         "text/vtt, application/x-subrip, text/srt, text/html;q=0.8, "
         "application/xhtml+xml;q=0.8, */*;q=0.1"
     )
-    fetched = _get(url, accept, language, config, deadline, cancel)
+    fetched = session.get(url, accept, language)
     page: ParsedDocument | None = None
     track_language: str | None = None
     if fetched.media_type in _HTML_TYPES or (
         fetched.media_type in _VAGUE_TYPES and _looks_like_html(fetched)
     ):
-        page_outcome = _fetched_outcome("published_captions", fetched, config)
-        page = _parse(parse_html, _with_charset(fetched), "html", max_nodes=config.max_nodes)
+        page_outcome = _fetched_outcome("published_captions", fetched, session.config)
+        page = session.parse_page(fetched)
         if _login_wall(fetched, page):
             return _without_content(page_outcome, "blocked", "login_required")
         page_outcome.title, page_outcome.description = page.title, page.description
@@ -382,11 +301,11 @@ def _read_captions(
             return _without_content(page_outcome, "empty", "language_mismatch")
         track_language = _language(track.srclang)
         try:
-            caption_url = str(httpx.URL(fetched.url).join(track.src))
-        except (httpx.InvalidURL, ValueError):
+            caption_url = join_url(fetched.url, track.src)
+        except ValueError:
             return _without_content(page_outcome, "unsupported", "invalid_captions")
-        fetched = _get(caption_url, accept, language, config, deadline, cancel)
-    return _caption_outcome(fetched, page, track_language, language, config)
+        fetched = session.get(caption_url, accept, language)
+    return _caption_outcome(fetched, page, track_language, language, session.config)
 
 
 def _caption_outcome(
@@ -395,7 +314,7 @@ def _caption_outcome(
     track_language: str | None,
     language: str | None,
     config: RetrievalConfig,
-) -> _Outcome:
+) -> Outcome:
     outcome = _fetched_outcome("published_captions", fetched, config)
     if page is not None:
         outcome.title, outcome.description = page.title, page.description
@@ -450,7 +369,7 @@ def _caption_format(fetched: Fetched) -> str | None:
             return "webvtt"
         if fetched.media_type in _SUBRIP_TYPES:
             return "subrip"
-        path = httpx.URL(fetched.url).path.lower()
+        path = url_path(fetched.url).lower()
         if path.endswith(".vtt"):
             return "webvtt"
         if path.endswith(".srt"):
@@ -477,8 +396,8 @@ def _limit_segments(segments: list[Segment]) -> tuple[list[Segment], str | None]
 
 def _is_platform(url: str) -> bool:
     try:
-        host = httpx.URL(url).host.lower().rstrip(".")
-    except (httpx.InvalidURL, ValueError):
+        host = url_host(url).lower().rstrip(".")
+    except ValueError:
         return False
     return any(host == name or host.endswith("." + name) for name in _PLATFORMS)
 
@@ -523,10 +442,10 @@ def _find_tracks(fetched: Fetched) -> list[_Track]:
     finder.close()
     if finder.base:
         try:
-            base = httpx.URL(fetched.url).join(finder.base)
-        except (httpx.InvalidURL, ValueError):
+            base = join_url(fetched.url, finder.base)
+        except ValueError:
             return finder.tracks
-        return [replace(track, src=str(base.join(track.src))) for track in finder.tracks]
+        return [replace(track, src=join_url(base, track.src)) for track in finder.tracks]
     return finder.tracks
 
 
@@ -536,10 +455,11 @@ def _choose_track(tracks: list[_Track], language: str | None) -> _Track | None:
         defaults = [track for track in tracks if track.default]
         return (defaults or tracks)[0]
     wanted = language.lower()
-    for match in (
+    matches: tuple[Callable[[str], bool], ...] = (
         lambda tag: tag == wanted,
         lambda tag: tag.split("-")[0] == wanted.split("-")[0],
-    ):
+    )
+    for match in matches:
         for track in tracks:
             if track.srclang and match(track.srclang.strip().lower().replace("_", "-")):
                 return track

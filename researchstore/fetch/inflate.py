@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import zlib
 
+__all__ = ["BodyDecoder", "ContentTooLarge", "UnsupportedContent", "body_decoder"]
+
 
 class ContentTooLarge(Exception):
     """The decoded body would be over the limit."""
