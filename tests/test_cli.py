@@ -1,8 +1,15 @@
-"""The ``researchstore`` command line, through click's CliRunner."""
+"""The ``researchstore`` command line, through click's CliRunner.
+
+Subprocesses only where the process matters: a writer holding the store.
+"""
 
 from __future__ import annotations
 
+import ast
 import json
+import subprocess
+import sys
+import textwrap
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -13,8 +20,18 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-from researchstore import TOOLS
+import researchstore.cli
+from researchstore import TOOLS, Store
+from researchstore.auth import NOBODY, acting_as
 from researchstore.cli import main
+from researchstore.errors import (
+    EXIT_CODES,
+    InvalidInput,
+    NotEntitled,
+    ResearchStoreError,
+    StoreLocked,
+    UpstreamUnavailable,
+)
 
 NOTES = "\n\n".join(
     f"Varroa mite counts rose after brood cycle {n}. Foragers carried lime pollen home. "
@@ -112,6 +129,34 @@ def test_version() -> None:
     assert result.exit_code == 0 and result.stdout.strip()
 
 
+@pytest.mark.parametrize("module", ["researchstore", "researchstore.cli"])
+def test_python_dash_m_runs_the_command_line(module: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("Usage: researchstore ")
+
+
+def test_the_cli_modules_import_only_common() -> None:
+    """No cycle: topic modules import ``common``; nothing imports the package back."""
+    package = Path(researchstore.cli.__file__).parent
+    for module in sorted(package.glob("*.py")):
+        if module.name in ("__init__.py", "__main__.py"):
+            continue
+        imported: set[str] = set()
+        for node in ast.walk(ast.parse(module.read_text())):
+            if isinstance(node, ast.Import):
+                imported.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                imported.update(f"{node.module}.{alias.name}" for alias in node.names)
+        from_cli = {name for name in imported if name.startswith("researchstore.cli")}
+        assert all(name.startswith("researchstore.cli.common.") for name in from_cli), (
+            module.name,
+            from_cli,
+        )
+
+
 # -- ingest -----------------------------------------------------------------------
 
 
@@ -132,6 +177,39 @@ def test_ingest_refuses_a_missing_source(tmp_path: Path) -> None:
     result = invoke("ingest", str(tmp_path / "r.db"), str(tmp_path / "nowhere"))
     assert result.exit_code == 2
     assert "nowhere" in result.output
+
+
+HOLDER = textwrap.dedent(
+    """
+    import sys
+    from researchstore import Store
+
+    with Store(sys.argv[1], progress=False) as store, store.writing():
+        print("holding", flush=True)
+        sys.stdin.readline()
+    """
+)
+
+
+def test_ingest_while_another_process_writes_exits_75(tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "one.txt").write_text("Hawkmoths visited the honeysuckle.")
+    db = str(tmp_path / "locked.db")
+    with subprocess.Popen(
+        [sys.executable, "-c", HOLDER, db], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as holder:
+        assert holder.stdout is not None and holder.stdout.readline() == "holding\n"
+        for output in ([], ["--json"]):
+            result = invoke("ingest", db, str(source), *output)
+            assert result.exit_code == StoreLocked.exit_code == 75, result.output
+            assert result.stdout == ""
+            assert result.stderr.startswith(
+                f"Error: the store is being written by process {holder.pid} "
+            )
+        holder.communicate(timeout=30)  # its stdin closes: it lets go
+    assert holder.returncode == 0
+    assert invoke("ingest", db, str(source)).exit_code == 0
 
 
 # -- search -----------------------------------------------------------------------
@@ -197,10 +275,14 @@ def test_search_without_hits(ingested: Ingested) -> None:
     ],
 )
 def test_search_invalid_arguments(ingested: Ingested, args: list[str], field: str) -> None:
-    result = invoke("search", ingested.db, *args)
+    result = invoke("search", ingested.db, *args, "--json")
     assert result.exit_code == 2, result.output
     error = envelope_of(result)["error"]
     assert (error["code"], error["field"]) == ("invalid_input", field)
+    # Without --json the envelope is not printed: only the message, on stderr.
+    result = invoke("search", ingested.db, *args)
+    assert result.exit_code == 2
+    assert (result.stdout, result.stderr) == ("", f"Error: {error['message']}\n")
 
 
 @pytest.mark.parametrize(
@@ -359,6 +441,50 @@ def test_call_an_unknown_tool(ingested: Ingested) -> None:
     result = invoke("call", ingested.db, "no_such_tool", "{}")
     assert result.exit_code == 2
     assert envelope_of(result)["error"]["code"] == "invalid_input"
+    assert result.stderr.startswith("Error: unknown tool 'no_such_tool'; known tools: ")
+
+
+# -- exit codes -------------------------------------------------------------------
+
+
+def test_each_error_code_has_the_exit_code_of_its_class() -> None:
+    assert EXIT_CODES == {
+        "internal": 1,
+        "invalid_input": 2,
+        "not_entitled": 3,
+        "upstream_unavailable": 4,
+    }
+    for error in (ResearchStoreError, InvalidInput, NotEntitled, UpstreamUnavailable):
+        assert EXIT_CODES[error.code] == error.exit_code
+
+
+@pytest.mark.parametrize(
+    ("code", "exit_code"), [*EXIT_CODES.items(), ("a_code_from_a_newer_server", 1)]
+)
+def test_call_leaves_an_error_envelope_with_its_codes_exit_code(
+    ingested: Ingested, monkeypatch: pytest.MonkeyPatch, code: str, exit_code: int
+) -> None:
+    envelope = {"error": {"code": code, "message": f"refused with {code}"}}
+    monkeypatch.setattr(Store, "call", lambda store, name, arguments=None: envelope)
+    result = invoke("call", ingested.db, "research_get_chunk", '{"chunk_id": "x"}')
+    assert result.exit_code == exit_code
+    assert envelope_of(result) == envelope  # the envelope stays on stdout
+    assert result.stderr == f"Error: refused with {code}\n"
+
+
+def test_call_without_the_scope_exits_3(ingested: Ingested) -> None:
+    arguments = valid_arguments("research_evidence_retrieve", ingested)
+    with acting_as(NOBODY):
+        result = invoke("call", ingested.db, "research_evidence_retrieve", json.dumps(arguments))
+    assert result.exit_code == NotEntitled.exit_code == 3, result.output
+    assert envelope_of(result)["error"]["code"] == "not_entitled"
+    assert result.stderr.startswith("Error: this API key lacks the scope ")
+
+
+def test_serve_offers_the_servers_transports(ingested: Ingested) -> None:
+    result = invoke("serve", ingested.db, "--transport", "carrier-pigeon")
+    assert result.exit_code == 2
+    assert "'stdio'" in result.stderr and "'http'" in result.stderr
 
 
 def test_tools_lists_every_tool(ingested: Ingested) -> None:
@@ -401,8 +527,8 @@ def test_check_and_rebuild_index(ingested: Ingested) -> None:
 def test_a_missing_store_is_a_clear_error(tmp_path: Path, args: list[str]) -> None:
     db = tmp_path / "missing" / "nothing.db"
     result = invoke(*[arg.replace("{db}", str(db)) for arg in args])
-    assert result.exit_code != 0
-    assert "no store at" in result.output and str(db) in result.output
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"Error: no store at {db} ")
     assert "Traceback" not in result.output
     assert not db.exists() and not db.parent.exists()
 
