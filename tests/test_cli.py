@@ -117,6 +117,18 @@ def test_every_command_has_help_text(path: tuple[str, ...], command: click.Comma
     assert first_line[:30] in " ".join(result.stdout.split())
 
 
+@pytest.mark.parametrize(
+    ("path", "command"), ALL_COMMANDS, ids=[" ".join(path) for path, _ in ALL_COMMANDS]
+)
+def test_every_option_has_help_text(path: tuple[str, ...], command: click.Command) -> None:
+    undocumented = [
+        param.opts[0]
+        for param in command.params
+        if isinstance(param, click.Option) and not (param.help or "").strip()
+    ]
+    assert not undocumented, path
+
+
 def test_the_group_help_lists_every_command() -> None:
     result = invoke("--help")
     assert result.exit_code == 0
