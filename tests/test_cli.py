@@ -1,6 +1,7 @@
 """The ``researchstore`` command line, through click's CliRunner.
 
-Subprocesses only where the process matters: a writer holding the store.
+Subprocesses only where the process matters: a writer holding the store, and
+what starting the command line imports.
 """
 
 from __future__ import annotations
@@ -497,6 +498,68 @@ def test_serve_offers_the_servers_transports(ingested: Ingested) -> None:
     result = invoke("serve", ingested.db, "--transport", "carrier-pigeon")
     assert result.exit_code == 2
     assert "'stdio'" in result.stderr and "'http'" in result.stderr
+
+
+# -- what starting the command line imports ---------------------------------------
+
+#: Only ``serve`` needs the MCP SDK and only evidence retrieval needs httpx.
+NOT_AT_STARTUP = {"mcp", "starlette", "pydantic", "anyio", "uvicorn", "httpx"}
+
+IMPORTS_OF = textwrap.dedent(
+    """
+    import json, sys, types
+    if sys.argv[1] == "without-package-init":
+        # The package module without running its __init__: what the CLI
+        # package itself imports.
+        package = types.ModuleType("researchstore")
+        package.__path__ = [sys.argv[2]]
+        sys.modules["researchstore"] = package
+    from researchstore.cli import main
+    try:
+        main(sys.argv[3:], prog_name="researchstore")
+    finally:
+        print(json.dumps(sorted({name.partition(".")[0] for name in sys.modules})))
+    """
+)
+
+
+def startup_imports(ingested: Ingested, command: str, *, package_init: bool) -> set[str]:
+    args = {
+        "help": ["--help"],
+        "call": [
+            "call",
+            ingested.db,
+            "research_get_chunk",
+            json.dumps({"chunk_id": ingested.chunk_id}),
+        ],
+    }[command]
+    package = str(Path(researchstore.cli.__file__).parent.parent)
+    mode = "with-package-init" if package_init else "without-package-init"
+    result = subprocess.run(
+        [sys.executable, "-c", IMPORTS_OF, mode, package, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    return set(json.loads(result.stdout.splitlines()[-1]))
+
+
+@pytest.mark.parametrize("command", ["help", "call"])
+def test_the_cli_package_imports_no_server_or_http_stack(ingested: Ingested, command: str) -> None:
+    loaded = startup_imports(ingested, command, package_init=False)
+    assert "researchstore" in loaded and "click" in loaded
+    assert not loaded & (NOT_AT_STARTUP | {"rich"})
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="researchstore/__init__.py imports researchstore.evidence (httpx) to register "
+    "its tool; the explicit tool catalogue removes that",
+)
+@pytest.mark.parametrize("command", ["help", "call"])
+def test_starting_the_cli_imports_no_server_or_http_stack(ingested: Ingested, command: str) -> None:
+    assert not startup_imports(ingested, command, package_init=True) & NOT_AT_STARTUP
 
 
 def test_tools_lists_every_tool(ingested: Ingested) -> None:
