@@ -18,7 +18,7 @@ from researchstore.filters import SearchFilters
 from researchstore.forwarding import resolve_chunk
 from researchstore.index import SearchIndex
 from researchstore.ingest.model import DOCUMENT_KINDS
-from researchstore.params import MAX_SAFE_INTEGER, Param, Tool
+from researchstore.params import MAX_SAFE_INTEGER, PROFILES, TRANSPORTS, Param, Tool
 from researchstore.principal import current_principal
 from researchstore.search import search as run_search
 
@@ -379,9 +379,6 @@ TOOLS: dict[str, Tool] = {
         ),
     )
 }
-
-PROFILES = ("core", "full")
-TRANSPORTS = ("stdio", "http")
 
 
 def served_tools(profile: str, transport: str) -> dict[str, Tool]:

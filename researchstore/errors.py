@@ -8,11 +8,13 @@
      └── StoreClosed                code "internal",            exit 1
 
 The tool layer turns them into ``{"error": {...}}`` envelopes, the CLI into
-messages and exit codes, the MCP server into ``isError`` results.
+messages and exit codes, the MCP server into ``isError`` results. An envelope
+keeps only the ``code``; ``EXIT_CODES`` maps it back to an exit code.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -72,3 +74,21 @@ class StoreLocked(UpstreamUnavailable):
 
 class StoreClosed(ResearchStoreError):
     """The ``Store`` was closed; open a new one to go on."""
+
+
+def _exit_codes() -> dict[str, int]:
+    """Each ``code`` with the exit code of the class that introduces it."""
+    table: dict[str, int] = {}
+    pending: list[type[ResearchStoreError]] = [ResearchStoreError]
+    while pending:  # breadth first: the class nearest the root owns its code
+        error = pending.pop(0)
+        if "code" in vars(error):
+            table.setdefault(error.code, error.exit_code)
+        pending.extend(error.__subclasses__())
+    return table
+
+
+#: An error envelope's ``code`` -> the exit code of the class that owns it.
+#: StoreLocked shares UpstreamUnavailable's code, so an envelope cannot say it
+#: was the lock: only the raised exception leaves with 75.
+EXIT_CODES: Mapping[str, int] = _exit_codes()

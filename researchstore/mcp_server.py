@@ -36,8 +36,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from researchstore import __version__, auth, contracts
-from researchstore.catalogue import PROFILES, TRANSPORTS, served_tools
-from researchstore.params import Tool
+from researchstore.catalogue import served_tools
+from researchstore.params import PROFILES, TRANSPORTS, Tool
 from researchstore.principal import LOCAL_USER, NOBODY, Principal, acting_as
 from researchstore.store import Store
 from researchstore.tools import call_tool

@@ -21,6 +21,10 @@ from researchstore.errors import InvalidInput
 if TYPE_CHECKING:
     from researchstore.store import Store
 
+#: What a tool may be served in: ``core`` tools in every MCP profile, ``full``
+#: ones only in ``full``; and over which MCP transports.
+PROFILES = ("core", "full")
+TRANSPORTS = ("stdio", "http")
 #: The largest integer JSON clients can carry exactly (2**53 - 1).
 MAX_SAFE_INTEGER = 9_007_199_254_740_991
 

@@ -1,8 +1,16 @@
-"""The ``researchstore`` command line, through click's CliRunner."""
+"""The ``researchstore`` command line, through click's CliRunner.
+
+Subprocesses only where the process matters: a writer holding the store, and
+what starting the command line imports.
+"""
 
 from __future__ import annotations
 
+import ast
 import json
+import subprocess
+import sys
+import textwrap
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -13,8 +21,18 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-from researchstore import TOOLS
+import researchstore.cli
+from researchstore import TOOLS, Store
 from researchstore.cli import main
+from researchstore.errors import (
+    EXIT_CODES,
+    InvalidInput,
+    NotEntitled,
+    ResearchStoreError,
+    StoreLocked,
+    UpstreamUnavailable,
+)
+from researchstore.principal import NOBODY, acting_as
 
 NOTES = "\n\n".join(
     f"Varroa mite counts rose after brood cycle {n}. Foragers carried lime pollen home. "
@@ -100,6 +118,18 @@ def test_every_command_has_help_text(path: tuple[str, ...], command: click.Comma
     assert first_line[:30] in " ".join(result.stdout.split())
 
 
+@pytest.mark.parametrize(
+    ("path", "command"), ALL_COMMANDS, ids=[" ".join(path) for path, _ in ALL_COMMANDS]
+)
+def test_every_option_has_help_text(path: tuple[str, ...], command: click.Command) -> None:
+    undocumented = [
+        param.opts[0]
+        for param in command.params
+        if isinstance(param, click.Option) and not (param.help or "").strip()
+    ]
+    assert not undocumented, path
+
+
 def test_the_group_help_lists_every_command() -> None:
     result = invoke("--help")
     assert result.exit_code == 0
@@ -110,6 +140,34 @@ def test_the_group_help_lists_every_command() -> None:
 def test_version() -> None:
     result = invoke("--version")
     assert result.exit_code == 0 and result.stdout.strip()
+
+
+@pytest.mark.parametrize("module", ["researchstore", "researchstore.cli"])
+def test_python_dash_m_runs_the_command_line(module: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("Usage: researchstore ")
+
+
+def test_the_cli_modules_import_only_common() -> None:
+    """No cycle: topic modules import ``common``; nothing imports the package back."""
+    package = Path(researchstore.cli.__file__).parent
+    for module in sorted(package.glob("*.py")):
+        if module.name in ("__init__.py", "__main__.py"):
+            continue
+        imported: set[str] = set()
+        for node in ast.walk(ast.parse(module.read_text())):
+            if isinstance(node, ast.Import):
+                imported.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                imported.update(f"{node.module}.{alias.name}" for alias in node.names)
+        from_cli = {name for name in imported if name.startswith("researchstore.cli")}
+        assert all(name.startswith("researchstore.cli.common.") for name in from_cli), (
+            module.name,
+            from_cli,
+        )
 
 
 # -- ingest -----------------------------------------------------------------------
@@ -132,6 +190,39 @@ def test_ingest_refuses_a_missing_source(tmp_path: Path) -> None:
     result = invoke("ingest", str(tmp_path / "r.db"), str(tmp_path / "nowhere"))
     assert result.exit_code == 2
     assert "nowhere" in result.output
+
+
+HOLDER = textwrap.dedent(
+    """
+    import sys
+    from researchstore import Store
+
+    with Store(sys.argv[1], progress=False) as store, store.writing():
+        print("holding", flush=True)
+        sys.stdin.readline()
+    """
+)
+
+
+def test_ingest_while_another_process_writes_exits_75(tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "one.txt").write_text("Hawkmoths visited the honeysuckle.")
+    db = str(tmp_path / "locked.db")
+    with subprocess.Popen(
+        [sys.executable, "-c", HOLDER, db], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as holder:
+        assert holder.stdout is not None and holder.stdout.readline() == "holding\n"
+        for output in ([], ["--json"]):
+            result = invoke("ingest", db, str(source), *output)
+            assert result.exit_code == StoreLocked.exit_code == 75, result.output
+            assert result.stdout == ""
+            assert result.stderr.startswith(
+                f"Error: the store is being written by process {holder.pid} "
+            )
+        holder.communicate(timeout=30)  # its stdin closes: it lets go
+    assert holder.returncode == 0
+    assert invoke("ingest", db, str(source)).exit_code == 0
 
 
 # -- search -----------------------------------------------------------------------
@@ -197,10 +288,14 @@ def test_search_without_hits(ingested: Ingested) -> None:
     ],
 )
 def test_search_invalid_arguments(ingested: Ingested, args: list[str], field: str) -> None:
-    result = invoke("search", ingested.db, *args)
+    result = invoke("search", ingested.db, *args, "--json")
     assert result.exit_code == 2, result.output
     error = envelope_of(result)["error"]
     assert (error["code"], error["field"]) == ("invalid_input", field)
+    # Without --json the envelope is not printed: only the message, on stderr.
+    result = invoke("search", ingested.db, *args)
+    assert result.exit_code == 2
+    assert (result.stdout, result.stderr) == ("", f"Error: {error['message']}\n")
 
 
 @pytest.mark.parametrize(
@@ -305,6 +400,8 @@ def valid_arguments(tool_name: str, ingested: Ingested) -> dict[str, Any] | None
             arguments["kind"] = "url_text"
         elif param.name in ("workspace_id", "mutation_id"):
             arguments[param.name] = str(uuid.uuid4())
+        elif param.name == "path":  # ingest_file: a file of the source, filed under another
+            arguments["path"] = str(Path(ingested.db).parent / "source" / "memo.txt")
         else:
             return None
     return arguments
@@ -359,6 +456,107 @@ def test_call_an_unknown_tool(ingested: Ingested) -> None:
     result = invoke("call", ingested.db, "no_such_tool", "{}")
     assert result.exit_code == 2
     assert envelope_of(result)["error"]["code"] == "invalid_input"
+    assert result.stderr.startswith("Error: unknown tool 'no_such_tool'; known tools: ")
+
+
+# -- exit codes -------------------------------------------------------------------
+
+
+def test_each_error_code_has_the_exit_code_of_its_class() -> None:
+    assert EXIT_CODES == {
+        "internal": 1,
+        "invalid_input": 2,
+        "not_entitled": 3,
+        "upstream_unavailable": 4,
+    }
+    for error in (ResearchStoreError, InvalidInput, NotEntitled, UpstreamUnavailable):
+        assert EXIT_CODES[error.code] == error.exit_code
+
+
+@pytest.mark.parametrize(
+    ("code", "exit_code"), [*EXIT_CODES.items(), ("a_code_from_a_newer_server", 1)]
+)
+def test_call_leaves_an_error_envelope_with_its_codes_exit_code(
+    ingested: Ingested, monkeypatch: pytest.MonkeyPatch, code: str, exit_code: int
+) -> None:
+    envelope = {"error": {"code": code, "message": f"refused with {code}"}}
+    monkeypatch.setattr(Store, "call", lambda store, name, arguments=None: envelope)
+    result = invoke("call", ingested.db, "research_get_chunk", '{"chunk_id": "x"}')
+    assert result.exit_code == exit_code
+    assert envelope_of(result) == envelope  # the envelope stays on stdout
+    assert result.stderr == f"Error: refused with {code}\n"
+
+
+def test_call_without_the_scope_exits_3(ingested: Ingested) -> None:
+    arguments = valid_arguments("research_evidence_retrieve", ingested)
+    with acting_as(NOBODY):
+        result = invoke("call", ingested.db, "research_evidence_retrieve", json.dumps(arguments))
+    assert result.exit_code == NotEntitled.exit_code == 3, result.output
+    assert envelope_of(result)["error"]["code"] == "not_entitled"
+    assert result.stderr.startswith("Error: this API key lacks the scope ")
+
+
+def test_serve_offers_the_servers_transports(ingested: Ingested) -> None:
+    result = invoke("serve", ingested.db, "--transport", "carrier-pigeon")
+    assert result.exit_code == 2
+    assert "'stdio'" in result.stderr and "'http'" in result.stderr
+
+
+# -- what starting the command line imports ---------------------------------------
+
+#: Only ``serve`` needs the MCP SDK and only evidence retrieval needs httpx.
+NOT_AT_STARTUP = {"mcp", "starlette", "pydantic", "anyio", "uvicorn", "httpx"}
+
+IMPORTS_OF = textwrap.dedent(
+    """
+    import json, sys, types
+    if sys.argv[1] == "without-package-init":
+        # The package module without running its __init__: what the CLI
+        # package itself imports.
+        package = types.ModuleType("researchstore")
+        package.__path__ = [sys.argv[2]]
+        sys.modules["researchstore"] = package
+    from researchstore.cli import main
+    try:
+        main(sys.argv[3:], prog_name="researchstore")
+    finally:
+        print(json.dumps(sorted({name.partition(".")[0] for name in sys.modules})))
+    """
+)
+
+
+def startup_imports(ingested: Ingested, command: str, *, package_init: bool) -> set[str]:
+    args = {
+        "help": ["--help"],
+        "call": [
+            "call",
+            ingested.db,
+            "research_get_chunk",
+            json.dumps({"chunk_id": ingested.chunk_id}),
+        ],
+    }[command]
+    package = str(Path(researchstore.cli.__file__).parent.parent)
+    mode = "with-package-init" if package_init else "without-package-init"
+    result = subprocess.run(
+        [sys.executable, "-c", IMPORTS_OF, mode, package, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    return set(json.loads(result.stdout.splitlines()[-1]))
+
+
+@pytest.mark.parametrize("command", ["help", "call"])
+def test_the_cli_package_imports_no_server_or_http_stack(ingested: Ingested, command: str) -> None:
+    loaded = startup_imports(ingested, command, package_init=False)
+    assert "researchstore" in loaded and "click" in loaded
+    assert not loaded & (NOT_AT_STARTUP | {"rich"})
+
+
+@pytest.mark.parametrize("command", ["help", "call"])
+def test_starting_the_cli_imports_no_server_or_http_stack(ingested: Ingested, command: str) -> None:
+    assert not startup_imports(ingested, command, package_init=True) & NOT_AT_STARTUP
 
 
 def test_tools_lists_every_tool(ingested: Ingested) -> None:
@@ -401,8 +599,8 @@ def test_check_and_rebuild_index(ingested: Ingested) -> None:
 def test_a_missing_store_is_a_clear_error(tmp_path: Path, args: list[str]) -> None:
     db = tmp_path / "missing" / "nothing.db"
     result = invoke(*[arg.replace("{db}", str(db)) for arg in args])
-    assert result.exit_code != 0
-    assert "no store at" in result.output and str(db) in result.output
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"Error: no store at {db} ")
     assert "Traceback" not in result.output
     assert not db.exists() and not db.parent.exists()
 

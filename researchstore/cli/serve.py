@@ -1,12 +1,16 @@
-"""The ``serve`` and ``keys`` commands: the MCP server and its API keys."""
+"""The ``serve`` and ``keys`` commands: the MCP server and its API keys.
+
+The MCP SDK is imported inside ``serve`` only: every other command, and
+``--help``, starts without it.
+"""
 
 from __future__ import annotations
 
-import anyio
 import click
 
-from researchstore.errors import ResearchStoreError
-from researchstore.mcp_server import PROFILES, TRANSPORTS
+from researchstore.auth import create_key, list_keys, revoke_key
+from researchstore.cli.common import echo_json, open_store
+from researchstore.params import PROFILES, TRANSPORTS
 from researchstore.principal import ANY_WORKSPACE, SCOPES
 
 
@@ -46,8 +50,8 @@ def serve(store_path: str, transport: str, host: str, port: int, profile: str) -
     Over HTTP every request needs a key from 'researchstore keys create'; the
     address is printed on stderr once the server listens.
     """
-    from researchstore.auth import list_keys
-    from researchstore.cli import open_store
+    import anyio
+
     from researchstore.mcp_server import (
         bind_socket,
         endpoint_url,
@@ -108,14 +112,8 @@ def create(
 
     A key with no scope can use the read tools (search, get, navigation).
     """
-    from researchstore.auth import create_key
-    from researchstore.cli import StoreError, open_store
-
     with open_store(store_path) as store:
-        try:
-            key = create_key(store, scopes=scopes, workspaces=workspaces, label=label)
-        except ResearchStoreError as error:
-            raise StoreError(error) from None
+        key = create_key(store, scopes=scopes, workspaces=workspaces, label=label)
     click.echo(key)
     click.echo("Store this key now: it cannot be shown again.", err=True)
 
@@ -126,9 +124,6 @@ def create(
 @click.option("--live", is_flag=True, help="Leave out revoked keys.")
 def list_command(store_path: str, as_json: bool, live: bool) -> None:
     """List STORE's keys: id, label, scopes, workspaces and dates (never a secret)."""
-    from researchstore.auth import list_keys
-    from researchstore.cli import echo_json, open_store
-
     with open_store(store_path) as store:
         listed = list_keys(store, include_revoked=not live)
     if as_json:
@@ -151,9 +146,6 @@ def list_command(store_path: str, as_json: bool, live: bool) -> None:
 @click.argument("key_id")
 def revoke(store_path: str, key_id: str) -> None:
     """Revoke the key KEY_ID (as 'keys list' shows it); it is refused at once."""
-    from researchstore.auth import revoke_key
-    from researchstore.cli import open_store
-
     with open_store(store_path) as store:
         revoked = revoke_key(store, key_id)
     if not revoked:

@@ -1,0 +1,63 @@
+"""What every command shares: opening a store, printing JSON, leaving on an error.
+
+Errors leave in one way: ``Error: <message>`` on stderr and the exit code that
+``researchstore.errors`` gives the error's class (``EXIT_CODES`` for an error
+envelope, whose class is known only by its ``code``). Commands that print an
+envelope print it on stdout first, so a script still reads JSON there.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import click
+
+from researchstore.errors import EXIT_CODES, ResearchStoreError
+
+if TYPE_CHECKING:
+    from researchstore.store import Store
+
+
+def fail(message: str, *, exit_code: int) -> NoReturn:
+    """Leave the command: ``Error: <message>`` on stderr, then ``exit_code``."""
+    # click reads a ClickException's exit code from its class; ours vary by error.
+    click.ClickException(message).show()
+    raise click.exceptions.Exit(exit_code)
+
+
+def fail_with_envelope(envelope: dict[str, Any]) -> NoReturn:
+    """Leave with an error envelope's message and the exit code of its ``code``."""
+    error = envelope["error"]
+    fail(error["message"], exit_code=EXIT_CODES.get(error["code"], ResearchStoreError.exit_code))
+
+
+class Group(click.Group):
+    """A group whose commands leave a ``ResearchStoreError`` with its own exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ResearchStoreError as error:
+            fail(error.message, exit_code=error.exit_code)
+
+
+def open_store(path: str, *, must_exist: bool = True, **options: Any) -> Store:
+    """The store at ``path``, to use as a context manager."""
+    if must_exist and not Path(path).exists():
+        raise click.ClickException(f"no store at {path} (create one with 'researchstore ingest')")
+    from researchstore.store import Store
+
+    return Store(path, **options)
+
+
+def echo_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def echo_envelope(envelope: dict[str, Any]) -> None:
+    """Print a tool's envelope on stdout; leave with its exit code if it is an error."""
+    echo_json(envelope)
+    if "error" in envelope:
+        fail_with_envelope(envelope)
