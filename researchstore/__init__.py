@@ -1,8 +1,15 @@
-"""researchstore: research reports in one SQLite file with a Tantivy index beside it."""
+"""researchstore: research reports in one SQLite file with a Tantivy index beside it.
 
-from importlib.metadata import PackageNotFoundError, version
+The names below load on first use, so ``import researchstore`` (and the
+command line's start, and ``--help``) costs almost nothing; ``Store`` brings
+in the store, Tantivy and the tool catalogue when it is first named.
+"""
 
-from researchstore.catalogue import TOOLS
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 from researchstore.errors import (
     InvalidInput,
     NotEntitled,
@@ -11,19 +18,45 @@ from researchstore.errors import (
     StoreLocked,
     UpstreamUnavailable,
 )
-from researchstore.filters import SearchFilters
-from researchstore.ingest.summary import IngestSummary
-from researchstore.store import Store
-from researchstore.tools import call_tool
 
-try:
-    __version__ = version("researchstore")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0+unknown"
+if TYPE_CHECKING:
+    from researchstore.catalogue import TOOLS
+    from researchstore.filters import SearchFilters
+    from researchstore.ingest.summary import IngestSummary
+    from researchstore.store import Store
+    from researchstore.tools import call_tool
+
+    __version__: str
+
+#: Each lazily loaded name and the module that defines it.
+_LAZY = {
+    "TOOLS": "researchstore.catalogue",
+    "IngestSummary": "researchstore.ingest.summary",
+    "SearchFilters": "researchstore.filters",
+    "Store": "researchstore.store",
+    "call_tool": "researchstore.tools",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("researchstore")
+        except PackageNotFoundError:  # a source tree that was never installed
+            found = "0+unknown"
+        globals()["__version__"] = found
+        return found
+    raise AttributeError(f"module 'researchstore' has no attribute {name!r}")
+
 
 __all__ = [
     "TOOLS",
-    "__version__",
     "IngestSummary",
     "InvalidInput",
     "NotEntitled",
@@ -33,5 +66,6 @@ __all__ = [
     "StoreClosed",
     "StoreLocked",
     "UpstreamUnavailable",
+    "__version__",
     "call_tool",
 ]

@@ -8,7 +8,6 @@ only when the tool is called, so listing the tools never loads the HTTP stack.
 
 from __future__ import annotations
 
-import uuid
 from typing import TYPE_CHECKING, Any
 
 from researchstore import queries
@@ -16,8 +15,9 @@ from researchstore.errors import InvalidInput
 from researchstore.evidence import spec as evidence_spec
 from researchstore.filters import SearchFilters
 from researchstore.forwarding import resolve_chunk
+from researchstore.ids import canonical_uuid
 from researchstore.index import SearchIndex
-from researchstore.ingest.model import DOCUMENT_KINDS
+from researchstore.kinds import DOCUMENT_KINDS
 from researchstore.params import MAX_SAFE_INTEGER, PROFILES, TRANSPORTS, Param, Tool
 from researchstore.principal import current_principal
 from researchstore.search import search as run_search
@@ -48,7 +48,7 @@ def _search_workspace(workspace_id: str | None) -> str | None:
     """A workspace's evidence is searched only by a caller who may use that workspace."""
     if workspace_id is None:
         return None
-    workspace = str(uuid.UUID(workspace_id))
+    workspace = canonical_uuid(workspace_id) or workspace_id  # checked by its Param
     current_principal().require("agent:research", workspace)
     return workspace
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from researchstore.ingest.model import DOCUMENT_KINDS
+from researchstore.kinds import DOCUMENT_KINDS
 
 Schema = dict[str, Any]
 

@@ -10,7 +10,6 @@ retention are pruned by each run, so the record stays bounded.
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -23,6 +22,8 @@ RETENTION_KEY = "forwarding_retention_days"
 
 
 def text_hash(text: str) -> str:
+    import hashlib  # only writers fingerprint text: not on the read path
+
     return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()
 
 

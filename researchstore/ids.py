@@ -1,14 +1,17 @@
-"""Time-ordered UUIDs (version 7 layout) for documents and chunks.
+"""UUIDs: time-ordered new ones (version 7 layout), and the one spelling of any.
 
 New ids sort by creation time, so inserting a million chunks appends to the
 end of the ``chunk_id`` index instead of splitting random B-tree pages.
+(The ``uuid`` module is not imported: reading ids is on every call's path.)
 """
 
 from __future__ import annotations
 
 import os
+import string
 import time
-import uuid
+
+_HEX = frozenset(string.hexdigits)
 
 _last_ms = 0
 _counter = 0
@@ -29,4 +32,20 @@ def new_id() -> str:
         _counter = 0
     rand = int.from_bytes(os.urandom(8), "big") & 0x3FFFFFFFFFFFFFFF
     value = (now_ms << 80) | (0x7 << 76) | (_counter << 64) | (0b10 << 62) | rand
-    return str(uuid.UUID(int=value))
+    return _spelled(f"{value:032x}")
+
+
+def canonical_uuid(value: str) -> str | None:
+    """``value`` as a lower-case hyphenated UUID, or None if it is not one.
+
+    Accepts what ``uuid.UUID(value)`` accepts: 32 hex digits, with hyphens
+    anywhere, in braces, or after ``urn:uuid:``.
+    """
+    digits = value.replace("urn:", "").replace("uuid:", "").strip("{}").replace("-", "")
+    if len(digits) != 32 or not _HEX.issuperset(digits):
+        return None
+    return _spelled(digits.lower())
+
+
+def _spelled(digits: str) -> str:
+    return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"

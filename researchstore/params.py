@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import copy
 import re
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from researchstore.dates import is_iso_date
 from researchstore.errors import InvalidInput
+from researchstore.ids import canonical_uuid
 
 if TYPE_CHECKING:
     from researchstore.store import Store
@@ -105,11 +105,8 @@ def _check_string(param: Param, given: Any) -> str:
 
 
 def _is_uuid(value: str) -> bool:
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        return False
-    return len(value) == 36  # the hyphenated form JSON Schema's "uuid" means
+    # The hyphenated form JSON Schema's "uuid" means.
+    return len(value) == 36 and canonical_uuid(value) is not None
 
 
 def _without_lone_surrogates(value: str) -> str:

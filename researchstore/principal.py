@@ -10,13 +10,13 @@ stdio, acts as ``LOCAL_USER``, who has every right.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
 from researchstore.errors import InvalidInput, NotEntitled
+from researchstore.ids import canonical_uuid
 
 #: Every scope a key can hold, and what it allows.
 SCOPES: dict[str, str] = {
@@ -78,10 +78,7 @@ def acting_as(principal: Principal) -> Iterator[Principal]:
 
 
 def canonical_workspace(workspace: str) -> str:
-    try:
-        return str(uuid.UUID(workspace))
-    except (ValueError, AttributeError, TypeError):
-        return workspace
+    return (canonical_uuid(workspace) if isinstance(workspace, str) else None) or workspace
 
 
 def check_scopes(scopes: Iterable[str]) -> list[str]:
@@ -101,11 +98,11 @@ def check_workspaces(workspaces: Iterable[str]) -> list[str]:
         if workspace == ANY_WORKSPACE:
             checked.add(workspace)
             continue
-        try:
-            checked.add(str(uuid.UUID(workspace)))
-        except (ValueError, AttributeError, TypeError):
+        canonical = canonical_uuid(workspace) if isinstance(workspace, str) else None
+        if canonical is None:
             raise InvalidInput(
                 f"workspace must be a UUID or {ANY_WORKSPACE!r}; got {workspace!r}",
                 field="workspace",
-            ) from None
+            )
+        checked.add(canonical)
     return sorted(checked)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -131,6 +130,8 @@ class IndexSync:
     def _rebuild(self, kind: type[DerivedIndex], why: str) -> DerivedIndex:
         folder = self.folder(kind)
         temporary = folder.with_name(folder.name + f".rebuild-{os.getpid()}")
+        import shutil  # only a rebuild removes folders
+
         shutil.rmtree(temporary, ignore_errors=True)
         index = kind.create(temporary)
         store = self._store

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import click
 
-from researchstore.auth import create_key, list_keys, revoke_key
 from researchstore.cli.common import echo_json, open_store
 from researchstore.params import PROFILES, TRANSPORTS
 from researchstore.principal import ANY_WORKSPACE, SCOPES
@@ -52,6 +51,7 @@ def serve(store_path: str, transport: str, host: str, port: int, profile: str) -
     """
     import anyio
 
+    from researchstore.auth import list_keys
     from researchstore.mcp_server import (
         bind_socket,
         endpoint_url,
@@ -112,6 +112,8 @@ def create(
 
     A key with no scope can use the read tools (search, get, navigation).
     """
+    from researchstore.auth import create_key
+
     with open_store(store_path) as store:
         key = create_key(store, scopes=scopes, workspaces=workspaces, label=label)
     click.echo(key)
@@ -124,6 +126,8 @@ def create(
 @click.option("--live", is_flag=True, help="Leave out revoked keys.")
 def list_command(store_path: str, as_json: bool, live: bool) -> None:
     """List STORE's keys: id, label, scopes, workspaces and dates (never a secret)."""
+    from researchstore.auth import list_keys
+
     with open_store(store_path) as store:
         listed = list_keys(store, include_revoked=not live)
     if as_json:
@@ -146,6 +150,8 @@ def list_command(store_path: str, as_json: bool, live: bool) -> None:
 @click.argument("key_id")
 def revoke(store_path: str, key_id: str) -> None:
     """Revoke the key KEY_ID (as 'keys list' shows it); it is refused at once."""
+    from researchstore.auth import revoke_key
+
     with open_store(store_path) as store:
         revoked = revoke_key(store, key_id)
     if not revoked:

@@ -12,9 +12,6 @@ The layout, one concept per module:
 
 The entry point is ``researchstore.evidence.retrieve.retrieve``; it is not
 re-exported here, where ``retrieve`` names its module. Importing this
-package, ``spec`` or ``config`` does not import httpx.
+package or ``spec`` imports nothing else (the tool catalogue lists the tool
+from ``spec``), and ``config`` does not import httpx.
 """
-
-from researchstore.evidence.config import RetrievalConfig
-
-__all__ = ["RetrievalConfig"]

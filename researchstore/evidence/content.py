@@ -27,8 +27,9 @@ from researchstore.fetch.urls import join_url, url_host, url_path
 from researchstore.ingest.captions import parse_srt, parse_vtt
 from researchstore.ingest.decode import declared_encoding, decode_text, normalize_language
 from researchstore.ingest.html import parse_html
-from researchstore.ingest.model import Block, DocumentKind, ParsedDocument, Segment
+from researchstore.ingest.model import Block, ParsedDocument, Segment
 from researchstore.ingest.text import parse_text
+from researchstore.kinds import DocumentKind
 
 __all__ = ["read_content"]
 

@@ -31,7 +31,8 @@ import webvtt
 from webvtt.errors import MalformedCaptionError, MalformedFileError
 
 from researchstore.ingest.decode import decode_text, normalize_language, unreadable
-from researchstore.ingest.model import DocumentKind, ParsedDocument, Segment
+from researchstore.ingest.model import ParsedDocument, Segment
+from researchstore.kinds import DocumentKind
 
 __all__ = ["parse_srt", "parse_vtt"]
 

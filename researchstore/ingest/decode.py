@@ -11,7 +11,8 @@ from __future__ import annotations
 import codecs
 import re
 
-from researchstore.ingest.model import DocumentKind, ParsedDocument
+from researchstore.ingest.model import ParsedDocument
+from researchstore.kinds import DocumentKind
 
 __all__ = [
     "decode_text",

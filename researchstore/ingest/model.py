@@ -8,11 +8,9 @@ The pipeline writes those to SQLite. Nothing here imports a heavy dependency.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
-DocumentKind = Literal["html", "vtt", "srt", "text"]
-#: Every document kind, in the order tools and schemas list them.
-DOCUMENT_KINDS: tuple[str, ...] = get_args(DocumentKind)
+from researchstore.kinds import DocumentKind
 
 #: ``ok``: parsed fully. ``partial``: parsed, but a limit cut it or parts were
 #: skipped (``reason`` says which). ``empty``: nothing readable. ``invalid``:

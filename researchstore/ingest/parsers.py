@@ -7,8 +7,9 @@ from pathlib import Path
 
 from researchstore.ingest.captions import parse_srt, parse_vtt
 from researchstore.ingest.html import parse_html
-from researchstore.ingest.model import DocumentKind, ParsedDocument
+from researchstore.ingest.model import ParsedDocument
 from researchstore.ingest.text import parse_text
+from researchstore.kinds import DocumentKind
 
 __all__ = ["SUPPORTED_SUFFIXES", "kind_for_path", "parse_file"]
 
