@@ -39,8 +39,8 @@ try:  # the project's corpus generator, when it is there
 except ImportError:  # pragma: no cover - bench_core is optional
     bench_core = None  # type: ignore[assignment]
 
-from researchstore import Store  # noqa: E402
-from researchstore.reingest import reingest  # noqa: E402
+from researchstore import Store
+from researchstore.reingest import reingest
 
 SOURCE_NAME = "bench"
 STORE_NAME = "research.db"

@@ -31,10 +31,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from quality_common import eval_dir, percent  # noqa: E402
+from quality_common import eval_dir, percent
 
-from researchstore.ingest.chunking import document_text_of_blocks  # noqa: E402
-from researchstore.ingest.html import parse_html  # noqa: E402
+from researchstore.ingest.chunking import document_text_of_blocks
+from researchstore.ingest.html import parse_html
 
 _WORD = re.compile(r"\w+")
 _SPACE = re.compile(r"\s+")

@@ -25,9 +25,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from quality_common import eval_dir  # noqa: E402
+from quality_common import eval_dir
 
-from researchstore import Store  # noqa: E402
+from researchstore import Store
 
 #: The deepest page research_chunk_search returns.
 SEARCH_LIMIT = 50

@@ -130,13 +130,13 @@ def authenticate(store: Store, key: str | None, *, touch: bool = True) -> Princi
             "WHERE key_id = ? AND revoked_at IS NULL",
             (key_id,),
         ).fetchone()
-    if row is None or not hmac.compare_digest(_hash(row[0], secret), row[1]):
+    if row is None or not hmac.compare_digest(_hash(row["salt"], secret), row["secret_hash"]):
         return None
     if touch:
         _touch(store, key_id)
     return Principal(
-        scopes=frozenset(json.loads(row[2])),
-        workspaces=frozenset(json.loads(row[3])),
+        scopes=frozenset(json.loads(row["scopes"])),
+        workspaces=frozenset(json.loads(row["workspaces"])),
         key_id=key_id,
     )
 

@@ -92,7 +92,7 @@ class WriterLock:
         self._handle: IO[str] | None = None
 
     def acquire(self, *, wait: bool, timeout: float = 60.0) -> bool:
-        handle = open(self.path, "a+")  # noqa: SIM115  (held until release)
+        handle = open(self.path, "a+")
         deadline = time.monotonic() + timeout
         while True:
             try:

@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from researchstore.dates import stamp
+from researchstore.db import read_meta
 from researchstore.queries import chunk_rows
 
 DEFAULT_RETENTION_DAYS = 30.0
@@ -60,8 +61,8 @@ def retire_report_chunks(
 
 
 def retention_days(conn: sqlite3.Connection) -> float:
-    row = conn.execute("SELECT value FROM meta WHERE key = ?", (RETENTION_KEY,)).fetchone()
-    return float(row[0]) if row else DEFAULT_RETENTION_DAYS
+    value = read_meta(conn, RETENTION_KEY)
+    return float(value) if value is not None else DEFAULT_RETENTION_DAYS
 
 
 def set_retention_days(conn: sqlite3.Connection, days: float) -> None:

@@ -29,18 +29,18 @@ def heading_path(stored: str | None) -> list[str]:
     return list(_decoded_path(stored)) if stored else []
 
 
-def _chunk(row: Sequence[Any]) -> dict[str, Any]:
+def _chunk(row: sqlite3.Row) -> dict[str, Any]:
     return {
-        "chunk_id": row[0],
-        "document_id": row[1],
-        "report_id": row[2],
-        "position": row[3],
-        "text": row[4],
-        "token_count": row[5],
-        "status": row[6],
-        "heading_path": heading_path(row[7]),
-        "start_ms": row[8],
-        "end_ms": row[9],
+        "chunk_id": row["chunk_id"],
+        "document_id": row["document_id"],
+        "report_id": row["report_id"],
+        "position": row["position"],
+        "text": row["text"],
+        "token_count": row["token_count"],
+        "status": row["status"],
+        "heading_path": heading_path(row["heading_path"]),
+        "start_ms": row["start_ms"],
+        "end_ms": row["end_ms"],
     }
 
 
@@ -53,7 +53,7 @@ def chunk_rows(
     for row in conn.execute(f"SELECT {columns} {_CHUNK_FROM} WHERE {where}", params):
         chunk = _chunk(row)
         if with_span:
-            chunk["char_start"], chunk["char_end"] = row[10], row[11]
+            chunk["char_start"], chunk["char_end"] = row["char_start"], row["char_end"]
         out.append(chunk)
     return out
 
@@ -68,12 +68,12 @@ def get_chunk(conn: sqlite3.Connection, chunk_id: str) -> dict[str, Any] | None:
     if row is None:
         return None
     return {
-        "report_id": row[0],
-        "title": row[1],
-        "date": row[2],
+        "report_id": row["report_id"],
+        "title": row["title"],
+        "date": row["date"],
         "score": 0.0,
-        "text": row[3],
-        "chunk_id": row[4],
+        "text": row["text"],
+        "chunk_id": row["chunk_id"],
     }
 
 
@@ -83,7 +83,7 @@ def get_chunks(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, Any]:
     rows = conn.execute(
         f"SELECT {_CHUNK_COLUMNS} {_CHUNK_FROM} WHERE c.chunk_id IN ({marks})", unique
     ).fetchall()
-    by_id = {row[0]: _chunk(row) for row in rows}
+    by_id = {row["chunk_id"]: _chunk(row) for row in rows}
     return {
         "chunks": [by_id[chunk_id] for chunk_id in ids if chunk_id in by_id],
         "not_found": [chunk_id for chunk_id in unique if chunk_id not in by_id],
@@ -94,7 +94,7 @@ def _anchor(conn: sqlite3.Connection, chunk_id: str) -> tuple[int, int] | None:
     row = conn.execute(
         "SELECT document_rowid, position FROM chunks WHERE chunk_id = ?", (chunk_id,)
     ).fetchone()
-    return (row[0], row[1]) if row else None
+    return (row["document_rowid"], row["position"]) if row else None
 
 
 def _walk(
@@ -132,7 +132,7 @@ def get_chunk_neighbors(conn: sqlite3.Connection, chunk_id: str, count: int) -> 
     ).fetchone()
     if row is None:
         return {"chunk": None, "prev": [], "next": []}
-    document_rowid, position = row[10], row[3]
+    document_rowid, position = row["document_rowid"], row["position"]
     return {
         "chunk": _chunk(row),
         "prev": _walk(conn, document_rowid, position, count, forward=False),
@@ -143,8 +143,8 @@ def get_chunk_neighbors(conn: sqlite3.Connection, chunk_id: str, count: int) -> 
 def get_chunk_parents(conn: sqlite3.Connection, chunk_id: str) -> list[dict[str, Any]] | None:
     row = conn.execute(
         "SELECT d.document_id, d.name, d.path, d.kind, d.title, "
-        "r.report_id, r.key, r.title, r.is_dir, r.folder_id, "
-        "v.version_id, v.started_at, s.name "
+        "r.report_id, r.key, r.title AS report_title, r.is_dir, r.folder_id, "
+        "v.version_id, v.started_at, s.name AS source "
         "FROM chunks c JOIN documents d ON d.id = c.document_rowid "
         "JOIN reports r ON r.report_id = d.report_id "
         "JOIN source_versions v ON v.id = d.source_version_id "
@@ -155,21 +155,21 @@ def get_chunk_parents(conn: sqlite3.Connection, chunk_id: str) -> list[dict[str,
         return None
     chain: list[dict[str, Any]] = [
         {
-            "id": row[0],
-            "name": row[1],
+            "id": row["document_id"],
+            "name": row["name"],
             "kind": "document",
-            "document_id": row[0],
-            "path": row[2],
-            "document_kind": row[3],
-            "title": row[4],
+            "document_id": row["document_id"],
+            "path": row["path"],
+            "document_kind": row["kind"],
+            "title": row["title"],
         },
         {
-            "id": str(row[5]),
-            "name": row[6].rsplit("/", 1)[-1],
+            "id": str(row["report_id"]),
+            "name": row["key"].rsplit("/", 1)[-1],
             "kind": "report",
-            "report_id": row[5],
-            "path": row[6],
-            "title": row[7],
+            "report_id": row["report_id"],
+            "path": row["key"],
+            "title": row["report_title"],
         },
     ]
     folders = conn.execute(
@@ -178,19 +178,24 @@ def get_chunk_parents(conn: sqlite3.Connection, chunk_id: str) -> list[dict[str,
         "WHERE f.parent_id IS NOT NULL) "
         "SELECT f.folder_id, f.name, f.path FROM up JOIN folders f ON f.id = up.id "
         "ORDER BY up.depth",
-        (row[9],),
+        (row["folder_id"],),
     ).fetchall()
     chain.extend(
-        {"id": folder_id, "name": name, "kind": "folder", "path": path}
-        for folder_id, name, path in folders
+        {
+            "id": folder["folder_id"],
+            "name": folder["name"],
+            "kind": "folder",
+            "path": folder["path"],
+        }
+        for folder in folders
     )
     chain.append(
         {
-            "id": row[10],
-            "name": row[12],
+            "id": row["version_id"],
+            "name": row["source"],
             "kind": "source_version",
-            "source": row[12],
-            "started_at": row[11],
+            "source": row["source"],
+            "started_at": row["started_at"],
         }
     )
     return chain
@@ -203,24 +208,24 @@ _DOCUMENT_COLUMNS = (
 )
 
 
-def _document(row: Sequence[Any]) -> dict[str, Any]:
+def _document(row: sqlite3.Row) -> dict[str, Any]:
     return {
-        "document_id": row[1],
-        "report_id": row[2],
-        "path": row[3],
-        "name": row[4],
-        "kind": row[5],
-        "title": row[6],
-        "description": row[7],
-        "language": row[8],
-        "date": row[9],
-        "status": row[10],
-        "reason": row[11],
-        "skipped": json.loads(row[12]) if row[12] else [],
-        "total_chunks": row[13],
-        "token_count": row[14],
-        "created_at": row[15],
-        "encoding": row[16],
+        "document_id": row["document_id"],
+        "report_id": row["report_id"],
+        "path": row["path"],
+        "name": row["name"],
+        "kind": row["kind"],
+        "title": row["title"],
+        "description": row["description"],
+        "language": row["language"],
+        "date": row["date"],
+        "status": row["status"],
+        "reason": row["reason"],
+        "skipped": json.loads(row["skipped"]) if row["skipped"] else [],
+        "total_chunks": row["chunk_count"],
+        "token_count": row["token_count"],
+        "created_at": row["created_at"],
+        "encoding": row["encoding"],
     }
 
 
@@ -232,11 +237,11 @@ def get_document(conn: sqlite3.Connection, document_id: str) -> dict[str, Any] |
         return None
     document = _document(row)
     document["chunks"] = [
-        {"chunk_id": chunk_id, "position": position, "token_count": tokens, "status": status}
-        for chunk_id, position, tokens, status in conn.execute(
+        dict(chunk)
+        for chunk in conn.execute(
             "SELECT chunk_id, position, token_count, status FROM chunks "
             "WHERE document_rowid = ? ORDER BY position",
-            (row[0],),
+            (row["id"],),
         )
     ]
     return document
@@ -261,21 +266,21 @@ def get_document_chunks(
         for r in conn.execute(
             f"SELECT {_CHUNK_COLUMNS} {_CHUNK_FROM} WHERE c.document_rowid = ? "
             "AND c.position >= ? ORDER BY c.position LIMIT ?",
-            (row[0], start, limit),
+            (row["id"], start, limit),
         )
     ]
     return {
         "found": True,
         "document_id": document_id,
         "from": start,
-        "total_chunks": row[1],
+        "total_chunks": row["chunk_count"],
         "chunks": chunks,
     }
 
 
 def get_report(conn: sqlite3.Connection, report_id: int) -> dict[str, Any] | None:
     row = conn.execute(
-        "SELECT r.report_id, r.title, r.date, r.tags, r.key, r.is_dir, s.name, "
+        "SELECT r.report_id, r.title, r.date, r.tags, r.key, r.is_dir, s.name AS source, "
         "r.created_at, r.updated_at FROM reports r JOIN sources s ON s.id = r.source_id "
         "WHERE r.report_id = ?",
         (report_id,),
@@ -290,15 +295,15 @@ def get_report(conn: sqlite3.Connection, report_id: int) -> dict[str, Any] | Non
         )
     ]
     return {
-        "report_id": row[0],
-        "title": row[1],
-        "date": row[2],
-        "tags": json.loads(row[3]),
-        "key": row[4],
-        "is_directory": bool(row[5]),
-        "source": row[6],
-        "created_at": row[7],
-        "updated_at": row[8],
+        "report_id": row["report_id"],
+        "title": row["title"],
+        "date": row["date"],
+        "tags": json.loads(row["tags"]),
+        "key": row["key"],
+        "is_directory": bool(row["is_dir"]),
+        "source": row["source"],
+        "created_at": row["created_at"],
+        "updated_at": row["updated_at"],
         "documents": documents,
     }
 
@@ -310,29 +315,30 @@ def search_rows(conn: sqlite3.Connection, chunk_ids: Sequence[str]) -> dict[str,
     marks = ",".join("?" * len(chunk_ids))
     rows = conn.execute(
         "SELECT c.chunk_id, c.report_id, d.document_id, r.title, r.date, c.text, r.tags, "
-        "c.position, c.start_ms, c.end_ms, c.heading_path, d.kind, d.title, s.name, s.kind "
+        "c.position, c.start_ms, c.end_ms, c.heading_path, d.kind, d.title AS document_title, "
+        "s.name AS source, s.kind AS source_kind "
         "FROM chunks c JOIN documents d ON d.id = c.document_rowid "
         "JOIN reports r ON r.report_id = c.report_id JOIN sources s ON s.id = r.source_id "
         f"WHERE c.chunk_id IN ({marks}) AND c.status = 'ok'",
         list(chunk_ids),
     ).fetchall()
     return {
-        row[0]: {
-            "chunk_id": row[0],
-            "report_id": row[1],
-            "document_id": row[2],
-            "title": row[3],
-            "date": row[4],
-            "text": row[5],
-            "tags": json.loads(row[6]),
-            "position": row[7],
-            "start_ms": row[8],
-            "end_ms": row[9],
-            "heading_path": heading_path(row[10]),
-            "kind": row[11],
-            "document_title": row[12],
-            "source": row[13],
-            "_evidence": row[14] == "workspace",
+        row["chunk_id"]: {
+            "chunk_id": row["chunk_id"],
+            "report_id": row["report_id"],
+            "document_id": row["document_id"],
+            "title": row["title"],
+            "date": row["date"],
+            "text": row["text"],
+            "tags": json.loads(row["tags"]),
+            "position": row["position"],
+            "start_ms": row["start_ms"],
+            "end_ms": row["end_ms"],
+            "heading_path": heading_path(row["heading_path"]),
+            "kind": row["kind"],
+            "document_title": row["document_title"],
+            "source": row["source"],
+            "_evidence": row["source_kind"] == "workspace",
         }
         for row in rows
     }
@@ -356,6 +362,8 @@ def owning_workspace(conn: sqlite3.Connection, kind: str, value: Any) -> str | N
     for sql_kind in ("chunk", "retired_chunk") if kind == "chunk" else (kind,):
         row = conn.execute(_OWNER_SQL[sql_kind], (value,)).fetchone()
         if row is not None:
-            source_kind, name = row
-            return name.partition(":")[2] if source_kind == "workspace" else None
+            if row["kind"] != "workspace":
+                return None
+            workspace: str = row["name"].partition(":")[2]
+            return workspace
     return None

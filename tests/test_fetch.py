@@ -67,7 +67,7 @@ class Handler(BaseHTTPRequestHandler):
     server: HttpsServer
     protocol_version = "HTTP/1.0"
 
-    def do_GET(self) -> None:  # noqa: N802 - the http.server name
+    def do_GET(self) -> None:
         path = self.path.split("?")[0]
         self.server.requests.append((self.headers.get("Host", ""), path))
         route = self.server.routes.get(path)

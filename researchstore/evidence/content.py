@@ -202,7 +202,7 @@ def _parse(
     """Run an ingest parser; content that breaks it is ``invalid``, as in ``parse_file``."""
     try:
         return parser(data, **options)
-    except Exception as error:  # noqa: BLE001 - the parsers' contract: content never raises
+    except Exception as error:
         return ParsedDocument(
             kind=kind,
             status="invalid",

@@ -78,13 +78,13 @@ def write_evidence(
     ).hexdigest()
     now = config.clock()
     known = conn.execute(
-        "SELECT e.revision, e.content_hash, e.report_id, r.report_id FROM evidence e "
+        "SELECT e.revision, e.content_hash, r.report_id AS live_report_id FROM evidence e "
         "LEFT JOIN reports r ON r.report_id = e.report_id WHERE e.evidence_id = ?",
         (evidence_id,),
     ).fetchone()
-    if known is not None and known[1] == content_hash and known[3] is not None:
-        return evidence_id, int(known[0])
-    revision = (known[0] + 1) if known is not None else 1
+    if known is not None and known["content_hash"] == content_hash and known["live_report_id"]:
+        return evidence_id, int(known["revision"])
+    revision = (known["revision"] + 1) if known is not None else 1
     source_name = f"workspace:{workspace_id}"
     source_id = _workspace_source(conn, source_name, workspace_id, now)
     version_rowid = conn.execute(
@@ -124,7 +124,7 @@ def write_evidence(
         date=document.date or now.date().isoformat(),
         tags=tags,
         content_hash=content_hash,
-        existing_id=known[3] if known is not None else None,
+        existing_id=known["live_report_id"] if known is not None else None,
         now=stamp(now),
     )
     conn.execute(
@@ -152,12 +152,12 @@ def write_evidence(
 def _workspace_source(conn: sqlite3.Connection, name: str, workspace_id: str, now: datetime) -> int:
     row = conn.execute("SELECT id, kind FROM sources WHERE name = ?", (name,)).fetchone()
     if row is not None:
-        if row[1] != "workspace":
+        if row["kind"] != "workspace":
             raise ResearchStoreError(
-                f"the source name {name!r} is taken by a {row[1]} source; evidence of "
+                f"the source name {name!r} is taken by a {row['kind']} source; evidence of "
                 "this workspace cannot be stored"
             )
-        return int(row[0])
+        return int(row["id"])
     return int(
         conn.execute(
             "INSERT INTO sources (name, root, kind, created_at) VALUES (?, ?, 'workspace', ?)",

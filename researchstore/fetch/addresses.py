@@ -132,7 +132,7 @@ def _run_resolver(host: str, port: int, policy: FetchPolicy, guard: Guard) -> li
     def work() -> None:
         try:
             answer.append(policy.resolver(host, port))
-        except BaseException as error:  # noqa: BLE001 - handed to the caller's thread
+        except BaseException as error:
             failure.append(error)
 
     limit = min(policy.dns_timeout_s, guard.remaining())

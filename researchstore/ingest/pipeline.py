@@ -23,6 +23,7 @@ from researchstore.ingest.parsers import SUPPORTED_SUFFIXES
 from researchstore.ingest.prepare import PreparedReport
 from researchstore.ingest.summary import IngestSummary
 from researchstore.ingest.writer import (
+    KnownReport,
     ReportWriter,
     begin_version,
     existing_reports,
@@ -75,7 +76,7 @@ def ingest_source(
             for report in reports:
                 known = existing.pop(report.key, None)
                 signature = report_signature(root, report)
-                if known is not None and known[1] == signature:
+                if known is not None and known.signature == signature:
                     summary.unchanged += 1
                     bar.advance()
                 else:
@@ -144,7 +145,7 @@ def ingest_file(
 def _accept(
     store: Store,
     report: ReportSource,
-    known: tuple[int, str, str] | None,
+    known: KnownReport | None,
     signature: str,
     outcome: PreparedReport | str,
     writer: ReportWriter,
@@ -154,11 +155,11 @@ def _accept(
     if isinstance(outcome, str):
         summary.refuse(report.key, outcome)
         return
-    if known is not None and known[2] == outcome.content_hash:
+    if known is not None and known.content_hash == outcome.content_hash:
         # Touched but not changed: remember the new file times only.
         with store.transaction() as conn:
             conn.execute(
-                "UPDATE reports SET signature = ? WHERE report_id = ?", (signature, known[0])
+                "UPDATE reports SET signature = ? WHERE report_id = ?", (signature, known.report_id)
             )
         summary.unchanged += 1
         return

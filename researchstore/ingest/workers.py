@@ -24,6 +24,7 @@ from researchstore.ingest.prepare import PreparedReport, ReportError, prepare_re
 
 if TYPE_CHECKING:
     from researchstore.ingest.discovery import ReportSource
+    from researchstore.ingest.writer import KnownReport
 
 #: Below this many reports to prepare, starting workers costs more than it saves.
 PARALLEL_MIN_REPORTS = 100
@@ -31,7 +32,7 @@ PARALLEL_MIN_REPORTS = 100
 #: that memory does not grow with the source.
 WINDOW_PER_WORKER = 4
 
-Task = tuple["ReportSource", Any, str]  # (report, known row or None, signature)
+Task = tuple["ReportSource", "KnownReport | None", str]  # (report, known, signature)
 
 
 @contextmanager
@@ -98,7 +99,9 @@ def prepare_in_order(
             report, known, signature = task
             yield (
                 task,
-                prepare_one(root, report, known[0] if known else None, signature, chunk_tokens),
+                prepare_one(
+                    root, report, known.report_id if known else None, signature, chunk_tokens
+                ),
             )
         return
     pending = iter(tasks)
@@ -110,7 +113,12 @@ def prepare_in_order(
         report, known, signature = task
         with _main_module_hidden():
             future = pool.submit(
-                prepare_one, root, report, known[0] if known else None, signature, chunk_tokens
+                prepare_one,
+                root,
+                report,
+                known.report_id if known else None,
+                signature,
+                chunk_tokens,
             )
         window.append((task, future))
 

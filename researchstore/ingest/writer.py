@@ -15,7 +15,7 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from researchstore.dates import utc_now
 from researchstore.db import last_pending_seq, queue_pending, read_meta, write_meta
@@ -372,9 +372,17 @@ def finish_version(store: Store, version_rowid: int, summary: IngestSummary) -> 
         )
 
 
+class KnownReport(NamedTuple):
+    """A report the store holds: what change detection compares."""
+
+    report_id: int
+    signature: str
+    content_hash: str
+
+
 def existing_reports(
     store: Store, source_id: int, *, keys: Sequence[str] | None = None
-) -> dict[str, tuple[int, str, str]]:
+) -> dict[str, KnownReport]:
     """The reports a source has now, by key: ``(report_id, signature, content_hash)``."""
     sql = "SELECT key, report_id, signature, content_hash FROM reports WHERE source_id = ?"
     with store.reading() as conn:
@@ -383,7 +391,10 @@ def existing_reports(
         else:
             marks = ",".join("?" * len(keys))
             rows = conn.execute(f"{sql} AND key IN ({marks})", (source_id, *keys)).fetchall()
-    return {row["key"]: (row["report_id"], row["signature"], row["content_hash"]) for row in rows}
+    return {
+        row["key"]: KnownReport(row["report_id"], row["signature"], row["content_hash"])
+        for row in rows
+    }
 
 
 def remove_reports(store: Store, report_ids: list[int], *, version_rowid: int) -> None:
