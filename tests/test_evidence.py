@@ -2,7 +2,7 @@
 
 Every envelope is validated against the tool's contract and, when
 ``../shared`` is present, against seed 002's output schema. The server and
-its certificate come from ``test_fetch.py``; the retrievals here reach it
+its certificate are the ``site`` fixture; the retrievals here reach it
 through an explicit ``127.0.0.1/32`` allowance.
 """
 
@@ -25,7 +25,15 @@ from typing import Any
 import jsonschema
 import pytest
 from click.testing import CliRunner
-from test_fetch import ARTICLE, Site, page, redirect, site, static  # noqa: F401 (fixture)
+from helpers import (
+    ARTICLE,
+    OTHER_WORKSPACE,
+    WORKSPACE,
+    Site,
+    page,
+    redirect,
+    static,
+)
 
 from researchstore import Store, call_tool
 from researchstore.auth import Principal, acting_as
@@ -43,8 +51,6 @@ from researchstore.evidence import (
 from researchstore.fetch import FetchPolicy
 from researchstore.tools import TOOLS
 
-WORKSPACE = "11111111-1111-4111-8111-111111111111"
-OTHER_WORKSPACE = "22222222-2222-4222-8222-222222222222"
 TOOL = "research_evidence_retrieve"
 SHARED_SCHEMAS = Path(__file__).resolve().parent.parent.parent / "shared" / "schemas"
 FORMATS = jsonschema.Draft202012Validator.FORMAT_CHECKER
@@ -85,8 +91,7 @@ LOGIN_FORM = page(
 
 
 @pytest.fixture(scope="module")
-def evidence_site(request: pytest.FixtureRequest) -> Site:
-    shared: Site = request.getfixturevalue("site")  # test_fetch's server
+def evidence_site(site: Site) -> Site:
     long_page = page(
         "Long report",
         "".join(
@@ -94,7 +99,7 @@ def evidence_site(request: pytest.FixtureRequest) -> Site:
             for number in range(600)
         ),
     )
-    shared.server.routes.update(
+    site.server.routes.update(
         {
             "/article.html": static(ARTICLE),
             "/notes.txt": static(
@@ -134,11 +139,11 @@ def evidence_site(request: pytest.FixtureRequest) -> Site:
             ),
             "/empty.vtt": static(b"WEBVTT\n\n", content_type="text/vtt"),
             "/watch": static(page("A video", "<p>Watch this video on the platform.</p>")),
-            "/changing.html": lambda handler: handler.send_bytes(shared.extra["changing"]),
+            "/changing.html": lambda handler: handler.send_bytes(site.extra["changing"]),
         }
     )
-    shared.extra["changing"] = page("Changing", "<p>First version: bees swarmed in May.</p>")
-    return shared
+    site.extra["changing"] = page("Changing", "<p>First version: bees swarmed in May.</p>")
+    return site
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ import httpx
 import jsonschema
 import pytest
 from click.testing import CliRunner
+from helpers import OTHER_WORKSPACE, WORKSPACE
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -38,8 +39,6 @@ from researchstore.tools import TOOLS
 
 #: The CLI, started the way a fresh clone can: no console script needed.
 CLI = [sys.executable, "-c", "from researchstore.cli import main; main()"]
-WORKSPACE = "11111111-1111-4111-8111-111111111111"
-OTHER_WORKSPACE = "22222222-2222-4222-8222-222222222222"
 
 SENTENCES = [
     "Foragers returned to the hive at dusk carrying pollen from the lime trees.",

@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import long_text, write_report
+from helpers import long_text, write_report
 
 from researchstore import Store, StoreLocked
 from researchstore.index import SIDECAR

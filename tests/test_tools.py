@@ -16,6 +16,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+from helpers import long_text, ok, write_report
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,15 +24,6 @@ from researchstore import TOOLS, Store
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
 GET_CHUNK_SCHEMA = SHARED / "schemas" / "get_chunk.output.json"
-
-SENTENCES = [
-    "Foragers returned to the hive at dusk carrying pollen from the lime trees.",
-    "Varroa mite counts rose sharply after the second brood cycle in June.",
-    "The colony was treated with oxalic acid once the brood had capped.",
-    "Students logged hive weight every morning on a shared spreadsheet.",
-    "Dissolved oxygen in the river fell below five milligrams per litre in August.",
-    "Nitrate runoff from the fields peaked after the first autumn storm.",
-]
 
 SEARCH_HIT_KEYS = {
     "chunk_id",
@@ -65,25 +57,6 @@ UNKNOWN = "00000000-0000-7000-8000-000000000000"
 # -- the store these tests read ------------------------------------------------
 
 
-def paragraphs(count: int, *, seed: int = 0) -> str:
-    out = []
-    for number in range(count):
-        sentences = [
-            f"{SENTENCES[(number + seed + k) % len(SENTENCES)]} Note {number}.{k}."
-            for k in range(6)
-        ]
-        out.append(" ".join(sentences))
-    return "\n\n".join(out)
-
-
-def write_report(root: Path, key: str, meta: dict[str, Any], files: dict[str, str]) -> None:
-    folder = root / key
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "report.json").write_text(json.dumps(meta))
-    for name, text in files.items():
-        (folder / name).write_text(text)
-
-
 HTML_PAGE = """<!DOCTYPE html>
 <html lang="en"><head><title>Churchyard lichens</title></head>
 <body><main><h1>Churchyard lichens</h1>
@@ -109,22 +82,18 @@ def tool_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
     write_report(
         alpha,
         "field/2026/bees",
-        {
-            "title": "Bee colony survey",
-            "date": "2026-03-14",
-            "tags": {"audience": "students", "season": "spring"},
-        },
-        {"notes.txt": paragraphs(30)},
+        title="Bee colony survey",
+        date="2026-03-14",
+        tags={"audience": "students", "season": "spring"},
+        files={"notes.txt": long_text(30)},
     )
     write_report(
         alpha,
         "field/2025/river",
-        {
-            "title": "River water quality",
-            "date": "2025-09-02",
-            "tags": {"audience": "public", "season": "autumn"},
-        },
-        {"summary.txt": paragraphs(12, seed=4)},
+        title="River water quality",
+        date="2025-09-02",
+        tags={"audience": "public", "season": "autumn"},
+        files={"summary.txt": long_text(12, seed=4)},
     )
     (alpha / "misc").mkdir(parents=True)
     (alpha / "misc" / "memo.txt").write_text(
@@ -140,12 +109,10 @@ def tool_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
     write_report(
         beta,
         "garden/compost",
-        {
-            "title": "Compost trial",
-            "date": "2024-09-18",
-            "tags": {"audience": "public", "season": "autumn"},
-        },
-        {
+        title="Compost trial",
+        date="2024-09-18",
+        tags={"audience": "public", "season": "autumn"},
+        files={
             "trial.txt": "Vermicompost beds fed the pollinator strip.\n\n"
             "Varroa were not part of this trial at all."
         },
@@ -154,11 +121,6 @@ def tool_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
         store.ingest(alpha, name="alpha")
         store.ingest(beta, name="beta")
         yield store
-
-
-def ok(envelope: dict[str, Any]) -> Any:
-    assert set(envelope) == {"result"}, envelope
-    return envelope["result"]
 
 
 def assert_invalid(envelope: dict[str, Any], field: str | None) -> None:
