@@ -1,4 +1,4 @@
-"""What the test modules share: paths, sources on disk, tool envelopes, a site.
+"""What the test modules share: paths, sources on disk, child programs, a site.
 
 ``conftest.py`` holds the fixtures and builds them from what is here; test
 modules import from this module, never from ``conftest`` or from each other.
@@ -16,6 +16,8 @@ import gzip
 import ipaddress
 import json
 import ssl
+import subprocess
+import sys
 import threading
 import time
 import zlib
@@ -35,6 +37,8 @@ from researchstore.fetch import FetchPolicy, static_resolver
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 FIXTURE_SOURCE = ROOT / "fixtures" / "source"
+#: The child programs that tests run in their own processes.
+PROGRAMS = TESTS / "programs"
 
 # -- sources on disk -----------------------------------------------------------
 
@@ -88,6 +92,25 @@ def ok(envelope: dict[str, Any]) -> Any:
     """The result of an envelope that must be a success."""
     assert set(envelope) == {"result"}, envelope
     return envelope["result"]
+
+
+# -- child programs ------------------------------------------------------------
+
+
+def program(name: str) -> list[str]:
+    """The command line that runs ``tests/programs/<name>.py`` with this interpreter."""
+    path = PROGRAMS / f"{name}.py"
+    assert path.is_file(), path
+    return [sys.executable, str(path)]
+
+
+#: ``researchstore`` as a fresh clone can start it: no console script needed.
+CLI = program("cli")
+
+
+def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``researchstore ARGS...`` in a child process, its output captured."""
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout)
 
 
 # -- an HTTPS site on loopback ---------------------------------------------------

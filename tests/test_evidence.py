@@ -12,7 +12,6 @@ import json
 import os
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -27,6 +26,7 @@ import pytest
 from click.testing import CliRunner
 from helpers import (
     ARTICLE,
+    CLI,
     OTHER_WORKSPACE,
     WORKSPACE,
     Site,
@@ -54,7 +54,6 @@ from researchstore.tools import TOOLS
 TOOL = "research_evidence_retrieve"
 SHARED_SCHEMAS = Path(__file__).resolve().parent.parent.parent / "shared" / "schemas"
 FORMATS = jsonschema.Draft202012Validator.FORMAT_CHECKER
-CLI = [sys.executable, "-c", "from researchstore.cli import main; main()"]
 
 
 def vtt(cues: int, *, header: str = "", text: str = "Cue {}: the hive was inspected.") -> bytes:

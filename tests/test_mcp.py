@@ -12,7 +12,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -26,7 +25,7 @@ import httpx
 import jsonschema
 import pytest
 from click.testing import CliRunner
-from helpers import OTHER_WORKSPACE, WORKSPACE
+from helpers import CLI, OTHER_WORKSPACE, WORKSPACE
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -36,9 +35,6 @@ from researchstore.auth import LOCAL_USER, Principal, authenticate, create_key, 
 from researchstore.cli import main
 from researchstore.contracts import has_output_schema, output_schema
 from researchstore.tools import TOOLS
-
-#: The CLI, started the way a fresh clone can: no console script needed.
-CLI = [sys.executable, "-c", "from researchstore.cli import main; main()"]
 
 SENTENCES = [
     "Foragers returned to the hive at dusk carrying pollen from the lime trees.",

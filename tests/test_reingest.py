@@ -1,9 +1,9 @@
 """The re-ingest job: readers never see a mixed report, crashes lose nothing.
 
-Most tests here use real processes: a reader hammering the tools while
-another process re-ingests, a child re-ingest killed (SIGKILL) at chosen
-points or at random times, a second run refused by the lock, the ``--every``
-loop stopped by SIGTERM. After each crash the store is reopened and checked
+Most tests here use real processes (``tests/programs``): a reader hammering
+the tools while another process re-ingests, a child re-ingest killed
+(SIGKILL) at chosen points or at random times, a second run refused by the
+lock, the ``--every`` loop stopped by SIGTERM. After each crash the store is reopened and checked
 against a simple model: report key -> document name -> the words of its text.
 """
 
@@ -16,8 +16,6 @@ import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
-import textwrap
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -25,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import CLI, program, run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -38,7 +37,6 @@ Source = dict[str, dict[str, str]]
 #: report key -> document file name -> the words of its text, as stored
 Snapshot = dict[str, dict[str, list[str]]]
 
-CLI = "from researchstore.cli import main; main()"
 REPORT_DATE = "2026-05-04"
 
 
@@ -151,110 +149,7 @@ def assert_each_report_old_or_new(now: Snapshot, old: Snapshot, new: Snapshot) -
         )
 
 
-def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", CLI, *args], capture_output=True, text=True, timeout=timeout
-    )
-
-
 # -- a reader in another process never sees a mixed report -------------------
-
-READER = textwrap.dedent(
-    r"""
-    import json, os, random, re, sys, time
-    from researchstore import Store
-
-    MARK = re.compile(r"\bgen(\d+)\b")
-    db, stop, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
-    stats = {"calls": 0, "searches": 0, "searches_with_hits": 0, "gets_after_search": 0,
-             "get_misses": 0, "documents_read": 0, "document_misses": 0,
-             "neighbors_read": 0, "neighbor_misses": 0, "generations": set()}
-    problems = []
-    rng = random.Random(7)
-
-
-    def generations(*texts):
-        return {int(number) for text in texts for number in MARK.findall(text or "")}
-
-
-    def call(name, arguments):
-        stats["calls"] += 1
-        envelope = store.call(name, arguments)
-        if set(envelope) != {"result"}:
-            problems.append([name, arguments, envelope])
-            return None
-        return envelope["result"]
-
-
-    def one_generation(what, texts, wanted=None):
-        seen = generations(*texts)
-        if len(seen) != 1 or (wanted is not None and seen != {wanted}):
-            problems.append([what, sorted(seen), wanted])
-            return None
-        stats["generations"].update(seen)
-        return seen.pop()
-
-
-    store = Store(db, progress=False)
-    report_ids = [row[0] for row in store.conn.execute("SELECT report_id FROM reports")]
-    print("ready", flush=True)
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and not os.path.exists(stop):
-        result = call("research_chunk_search", {"query": "zebrafish", "limit": 50})
-        hits = result["hits"] if result is not None else []
-        stats["searches"] += 1
-        stats["searches_with_hits"] += bool(hits)
-        by_report = {}
-        for hit in hits:
-            by_report.setdefault(hit["report_id"], []).append(hit["text"])
-        for report_id, texts in by_report.items():
-            one_generation(["search", report_id], texts)
-        for hit in hits[:5]:
-            got = call("research_get_chunk", {"chunk_id": hit["chunk_id"]})
-            if got is None:
-                continue
-            stats["gets_after_search"] += 1
-            if got["chunk"] is None:
-                stats["get_misses"] += 1
-            elif got["chunk"]["text"] != hit["text"]:
-                problems.append(["get_chunk differs from its hit", hit["chunk_id"]])
-        report = call("research_get_report", {"report_id": rng.choice(report_ids)})
-        if report is None:
-            continue
-        report = report["report"]
-        if report is None or len(report["documents"]) != 2:
-            problems.append(["report", report])
-            continue
-        titles = [report["title"]] + [doc["title"] for doc in report["documents"]]
-        generation = one_generation(["report", report["report_id"]], titles)
-        for document in report["documents"]:
-            window = call("get_document_chunks", {"id": document["document_id"], "limit": 100})
-            if window is None:
-                continue
-            if not window["found"]:
-                stats["document_misses"] += 1
-                continue
-            stats["documents_read"] += 1
-            if window["total_chunks"] != len(window["chunks"]) or not window["chunks"]:
-                problems.append(["document window", window["total_chunks"],
-                                 len(window["chunks"])])
-                continue
-            one_generation(["document", document["document_id"]],
-                           [c["text"] for c in window["chunks"]], generation)
-            anchor = rng.choice(window["chunks"])["chunk_id"]
-            around = call("get_chunk_neighbors", {"id": anchor, "count": 100})
-            if around is None:
-                continue
-            if around["chunk"] is None:
-                stats["neighbor_misses"] += 1
-                continue
-            stats["neighbors_read"] += 1
-            texts = [c["text"] for c in [*around["prev"], around["chunk"], *around["next"]]]
-            one_generation(["neighbors", anchor], texts, generation)
-    stats["generations"] = sorted(stats["generations"])
-    print(json.dumps({"stats": stats, "problems": problems[:10]}), flush=True)
-    """
-)
 
 
 def write_generation(root: Path, keys: list[str], generation: int) -> None:
@@ -277,7 +172,7 @@ def test_a_reader_in_another_process_never_sees_a_mixed_report(tmp_path: Path) -
     with Store(db, progress=False, chunk_tokens=64) as store:
         store.ingest(root, name="gen")
         with subprocess.Popen(
-            [sys.executable, "-c", READER, str(db), str(stop), "30"],
+            [*program("reader"), str(db), str(stop), "30"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -340,74 +235,6 @@ def test_search_finds_a_modified_report_while_its_run_is_still_indexing(
 
 # -- SIGKILL at each point of a run, then reopen -----------------------------
 
-CHILD = textwrap.dedent(
-    """
-    import json, os, signal, sys
-    from researchstore import Store
-    from researchstore.index import SearchIndex
-    from researchstore.ingest import pipeline
-    from researchstore.reingest import reingest
-
-    db, point, nth, log = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-    batch_reports, index_commit_chunks = int(sys.argv[5]), int(sys.argv[6])
-    calls = 0
-
-
-    def count_and_maybe_die():
-        global calls
-        calls += 1
-        if calls == nth:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-
-    def patch(owner, name, *, die_after=False):
-        real = getattr(owner, name)
-
-        def patched(*args, **kwargs):
-            if not die_after:
-                count_and_maybe_die()
-            result = real(*args, **kwargs)
-            if die_after:
-                count_and_maybe_die()
-            return result
-
-        setattr(owner, name, patched)
-
-
-    real_flush = pipeline._Writer.flush
-
-
-    def logged_flush(self):
-        # A batch logged here was committed to SQLite: it must never be lost.
-        keys = [prepared.source.key for prepared in self.batch]
-        real_flush(self)
-        with open(log, "a") as handle:
-            handle.write("".join(key + "\\n" for key in keys))
-
-
-    store = Store(db, progress=False)
-    pipeline._Writer.flush = logged_flush
-    pipeline.BATCH_REPORTS = batch_reports
-    pipeline.INDEX_COMMIT_CHUNKS = index_commit_chunks
-    if point == "mid_batch":  # inside the batch's SQLite transaction
-        patch(pipeline._Writer, "_write_report")
-    elif point == "mid_removal":  # inside the removal's SQLite transaction
-        patch(pipeline, "retire_report_chunks")
-    elif point == "before_removal":
-        patch(pipeline, "_remove_reports")
-    elif point == "before_index_commit":  # SQLite committed, the index not
-        patch(SearchIndex, "commit")
-    elif point == "before_sidecar":  # index committed, its sidecar not written
-        patch(SearchIndex, "write_sidecar")
-    elif point == "before_pending_deleted":  # sidecar written, pending rows kept
-        patch(SearchIndex, "write_sidecar", die_after=True)
-    print("ready", flush=True)
-    summaries = reingest(store)
-    store.close()
-    print(json.dumps([summary.to_dict() for summary in summaries]), flush=True)
-    """
-)
-
 
 def start_child(
     db: Path,
@@ -420,9 +247,7 @@ def start_child(
 ) -> subprocess.Popen[str]:
     child = subprocess.Popen(
         [
-            sys.executable,
-            "-c",
-            CHILD,
+            *program("crashing_reingest"),
             str(db),
             point,
             str(nth),
@@ -704,17 +529,6 @@ def test_any_edits_runs_and_crashes_end_with_the_store_equal_to_the_source(
 
 # -- one run at a time --------------------------------------------------------
 
-HOLDER = textwrap.dedent(
-    """
-    import sys
-    from researchstore import Store
-
-    with Store(sys.argv[1], progress=False) as store, store.writing():
-        print("holding", flush=True)
-        sys.stdin.readline()
-    """
-)
-
 
 def test_a_second_run_is_refused_while_another_process_holds_the_store(tmp_path: Path) -> None:
     root, db = tmp_path / "source", tmp_path / "r.db"
@@ -725,7 +539,7 @@ def test_a_second_run_is_refused_while_another_process_holds_the_store(tmp_path:
     edited = crash_edit(source)
     sync_source(root, edited)
     with subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(db)],
+        [*program("lock_holder"), str(db)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -1030,7 +844,7 @@ def test_every_runs_again_and_again_and_stops_cleanly_on_sigterm(tmp_path: Path)
     with Store(db, progress=False) as store:
         store.ingest(root, name="every")
     with subprocess.Popen(
-        [sys.executable, "-c", CLI, "reingest", str(db), "--every", "1s"],
+        [*CLI, "reingest", str(db), "--every", "1s"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
