@@ -1,4 +1,4 @@
-"""What the test modules share: paths, sources on disk, child programs, a site.
+"""What the test modules share: paths, sources on disk, child programs, contracts, a site.
 
 ``conftest.py`` holds the fixtures and builds them from what is here; test
 modules import from this module, never from ``conftest`` or from each other.
@@ -28,6 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import trustme
 
 from researchstore.fetch import FetchPolicy, static_resolver
@@ -39,6 +40,8 @@ ROOT = TESTS.parent
 FIXTURE_SOURCE = ROOT / "fixtures" / "source"
 #: The child programs that tests run in their own processes.
 PROGRAMS = TESTS / "programs"
+#: The seeds' JSON Schemas, copied from the workspace's ``shared/schemas``.
+SCHEMAS = TESTS / "schemas"
 
 # -- sources on disk -----------------------------------------------------------
 
@@ -111,6 +114,23 @@ CLI = program("cli")
 def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """``researchstore ARGS...`` in a child process, its output captured."""
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout)
+
+
+# -- contracts -----------------------------------------------------------------
+
+FORMATS = jsonschema.Draft202012Validator.FORMAT_CHECKER
+
+
+def load_schema(name: str) -> dict[str, Any]:
+    """A seed's JSON Schema from ``tests/schemas`` (``get_chunk.output.json``...)."""
+    schema: dict[str, Any] = json.loads((SCHEMAS / name).read_text())
+    return schema
+
+
+def validator(schema: dict[str, Any]) -> Any:
+    """A validator for the schema's own draft (2020-12 if it names none), formats checked."""
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
 
 # -- an HTTPS site on loopback ---------------------------------------------------

@@ -1,9 +1,9 @@
 """research_evidence_retrieve end to end: a real HTTPS server on loopback, real stores.
 
-Every envelope is validated against the tool's contract and, when
-``../shared`` is present, against seed 002's output schema. The server and
-its certificate are the ``site`` fixture; the retrievals here reach it
-through an explicit ``127.0.0.1/32`` allowance.
+Every envelope is validated against the tool's contract and against seed
+002's output schema (``tests/schemas``). The server and its certificate are
+the ``site`` fixture; the retrievals here reach it through an explicit
+``127.0.0.1/32`` allowance.
 """
 
 from __future__ import annotations
@@ -27,9 +27,11 @@ from click.testing import CliRunner
 from helpers import (
     ARTICLE,
     CLI,
+    FORMATS,
     OTHER_WORKSPACE,
     WORKSPACE,
     Site,
+    load_schema,
     page,
     redirect,
     static,
@@ -52,8 +54,8 @@ from researchstore.fetch import FetchPolicy
 from researchstore.tools import TOOLS
 
 TOOL = "research_evidence_retrieve"
-SHARED_SCHEMAS = Path(__file__).resolve().parent.parent.parent / "shared" / "schemas"
-FORMATS = jsonschema.Draft202012Validator.FORMAT_CHECKER
+SEED_OUTPUT = load_schema("evidence_retrieve.output.json")
+SEED_INPUT = load_schema("evidence_retrieve.input.json")
 
 
 def vtt(cues: int, *, header: str = "", text: str = "Cue {}: the hive was inspected.") -> bytes:
@@ -170,11 +172,8 @@ def arguments(url: str, kind: str = "url_text", **extra: Any) -> dict[str, Any]:
 def check(envelope: dict[str, Any]) -> dict[str, Any]:
     """Validate against the contract (and the seed's schema); the envelope back."""
     jsonschema.validate(envelope, output_schema(TOOL), format_checker=FORMATS)
-    seed = SHARED_SCHEMAS / "evidence_retrieve.output.json"
-    if "result" in envelope and seed.exists():
-        jsonschema.validate(
-            envelope["result"], json.loads(seed.read_text()), format_checker=FORMATS
-        )
+    if "result" in envelope:
+        jsonschema.validate(envelope["result"], SEED_OUTPUT, format_checker=FORMATS)
     assert json.loads(json.dumps(envelope)) == envelope
     return envelope
 
@@ -205,9 +204,7 @@ def search(store: Store, query: str, workspace: str | None = None) -> list[dict[
 def test_the_tool_publishes_seed_002s_input_schema_and_annotations() -> None:
     tool = TOOLS[TOOL]
     assert tool.input_schema() == INPUT_SCHEMA
-    seed = SHARED_SCHEMAS / "evidence_retrieve.input.json"
-    if seed.exists():
-        assert tool.input_schema() == json.loads(seed.read_text())
+    assert tool.input_schema() == SEED_INPUT
     assert (tool.profile, tool.scope, tool.read_only) == ("full", "agent:research", False)
     assert tool.annotations == {
         "readOnlyHint": False,

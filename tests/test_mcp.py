@@ -25,7 +25,7 @@ import httpx
 import jsonschema
 import pytest
 from click.testing import CliRunner
-from helpers import CLI, OTHER_WORKSPACE, WORKSPACE
+from helpers import CLI, FORMATS, OTHER_WORKSPACE, WORKSPACE, load_schema
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -281,7 +281,7 @@ async def http_session(url: str, key: str | None) -> AsyncIterator[ClientSession
 
 # -- the tests -----------------------------------------------------------------
 
-SHARED_SCHEMAS = Path(__file__).resolve().parent.parent.parent / "shared" / "schemas"
+SEED_GET_CHUNK = load_schema("get_chunk.output.json")
 SCHEMAS_ON = {"RESEARCHSTORE_OUTPUT_SCHEMAS": "1"}
 CORE = {name for name, tool in TOOLS.items() if tool.read_only and tool.profile == "core"}
 NAVIGATION = {
@@ -296,7 +296,6 @@ NAVIGATION = {
     "get_document",
     "get_document_chunks",
 }
-FORMATS = jsonschema.Draft202012Validator.FORMAT_CHECKER
 
 
 @pytest.fixture(scope="module")
@@ -316,9 +315,8 @@ def check_result(name: str, result: types.CallToolResult) -> dict[str, Any]:
     envelope = result.structuredContent
     assert envelope is not None
     jsonschema.validate(envelope, output_schema(name), format_checker=FORMATS)
-    seed = SHARED_SCHEMAS / "get_chunk.output.json"
-    if name == "research_get_chunk" and seed.exists():
-        jsonschema.validate(envelope, json.loads(seed.read_text()), format_checker=FORMATS)
+    if name == "research_get_chunk":
+        jsonschema.validate(envelope, SEED_GET_CHUNK, format_checker=FORMATS)
     assert result.isError == ("error" in envelope)
     [text] = result.content
     assert isinstance(text, types.TextContent)
@@ -399,9 +397,7 @@ def test_stdio_full_profile_adds_ingest_and_lists_output_schemas(sample: Sample)
     for name, tool in listed.items():
         assert has_output_schema(name), f"{name} has no output schema in contracts.py"
         assert tool.outputSchema == output_schema(name)
-    seed = SHARED_SCHEMAS / "get_chunk.output.json"
-    if seed.exists():
-        assert listed["research_get_chunk"].outputSchema == json.loads(seed.read_text())
+    assert listed["research_get_chunk"].outputSchema == SEED_GET_CHUNK
     ingest = listed["ingest_file"]
     assert ingest.annotations is not None and ingest.annotations.readOnlyHint is False
     assert ingest.inputSchema["required"] == ["path"]

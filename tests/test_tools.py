@@ -11,19 +11,15 @@ import json
 import re
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
-from helpers import long_text, ok, write_report
+from helpers import load_schema, long_text, ok, validator, write_report
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from researchstore import TOOLS, Store
-
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
-GET_CHUNK_SCHEMA = SHARED / "schemas" / "get_chunk.output.json"
 
 SEARCH_HIT_KEYS = {
     "chunk_id",
@@ -163,17 +159,9 @@ def bees(tool_store: Store) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def get_chunk_validator() -> jsonschema.protocols.Validator | None:
-    if not GET_CHUNK_SCHEMA.is_file():
-        return None
-    schema = json.loads(GET_CHUNK_SCHEMA.read_text())
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    return cls(schema, format_checker=cls.FORMAT_CHECKER)
-
-
-def validate_get_chunk(validator: Any, envelope: dict[str, Any]) -> None:
-    if validator is not None:  # ../shared is absent outside the workspace
-        validator.validate(envelope)
+def get_chunk_validator() -> Any:
+    """Seed 000's output schema of ``research_get_chunk``, from ``tests/schemas``."""
+    return validator(load_schema("get_chunk.output.json"))
 
 
 def test_get_chunk_hit_is_exactly_the_seed_shape(
@@ -181,7 +169,7 @@ def test_get_chunk_hit_is_exactly_the_seed_shape(
 ) -> None:
     chunk_id = bees["chunks"][3]["chunk_id"]
     envelope = tool_store.call("research_get_chunk", {"chunk_id": chunk_id})
-    validate_get_chunk(get_chunk_validator, envelope)
+    get_chunk_validator.validate(envelope)
     chunk = ok(envelope)["chunk"]
     assert set(ok(envelope)) == {"chunk"}
     assert set(chunk) == {"report_id", "title", "date", "score", "text", "chunk_id"}
@@ -202,7 +190,7 @@ def test_get_chunk_hit_round_trips_every_search_hit(
     assert hits
     for hit in hits:
         envelope = tool_store.call("research_get_chunk", {"chunk_id": hit["chunk_id"]})
-        validate_get_chunk(get_chunk_validator, envelope)
+        get_chunk_validator.validate(envelope)
         chunk = ok(envelope)["chunk"]
         assert chunk is not None
         assert (chunk["report_id"], chunk["title"], chunk["date"], chunk["text"]) == (
@@ -218,7 +206,7 @@ def test_get_chunk_miss_is_a_result_not_an_error(
     tool_store: Store, get_chunk_validator: Any, chunk_id: str
 ) -> None:
     envelope = tool_store.call("research_get_chunk", {"chunk_id": chunk_id})
-    validate_get_chunk(get_chunk_validator, envelope)
+    get_chunk_validator.validate(envelope)
     assert envelope == {"result": {"chunk": None}}
 
 
@@ -229,7 +217,7 @@ def test_get_chunk_refusals_validate_against_the_seed_schema(
     tool_store: Store, get_chunk_validator: Any, arguments: dict[str, Any]
 ) -> None:
     envelope = tool_store.call("research_get_chunk", arguments)
-    validate_get_chunk(get_chunk_validator, envelope)
+    get_chunk_validator.validate(envelope)
     assert_invalid(envelope, "chunk_id")
 
 
@@ -1134,9 +1122,7 @@ def test_every_edge_case_envelope_matches_the_published_output_schema(
         if name not in TOOLS or not has_output_schema(name):
             continue
         envelope = tool_store.call(name, arguments)
-        schema = output_schema(name)
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        errors = list(cls(schema, format_checker=cls.FORMAT_CHECKER).iter_errors(envelope))
+        errors = list(validator(output_schema(name)).iter_errors(envelope))
         assert not errors, (name, arguments, [error.message for error in errors[:3]])
         checked += 1
     assert checked >= 25
