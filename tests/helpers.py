@@ -284,6 +284,48 @@ def drip(handler: Handler) -> None:
         time.sleep(0.05)
 
 
+class Drip:
+    """A route like ``drip`` that records how it ended.
+
+    Headers at once, then one byte at a time, ``pause`` seconds apart, until
+    the client goes away or ``limit`` bytes are out. ``on_byte(sent)`` runs
+    after each byte: a test moves a clock or sets a cancel event there.
+    """
+
+    def __init__(
+        self,
+        *,
+        limit: int = 200,
+        pause: float = 0.05,
+        on_byte: Callable[[int], object] | None = None,
+    ) -> None:
+        self.limit = limit
+        self.pause = pause
+        self.on_byte = on_byte
+        self.sent = 0
+        self.client_left = False
+        #: Set once the response has ended, either way.
+        self.done = threading.Event()
+
+    def __call__(self, handler: Handler) -> None:
+        try:
+            handler.send_response(200)
+            handler.send_header("Content-Type", "text/html")
+            handler.end_headers()
+            handler.wfile.flush()
+            while self.sent < self.limit:
+                handler.wfile.write(b" ")
+                handler.wfile.flush()
+                self.sent += 1
+                if self.on_byte is not None:
+                    self.on_byte(self.sent)
+                time.sleep(self.pause)
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+            self.client_left = True
+        finally:
+            self.done.set()
+
+
 def endless(handler: Handler) -> None:
     """A body without a length that never stops on its own (8 MiB at most)."""
     handler.send_response(200)

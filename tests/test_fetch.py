@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
-from helpers import ARTICLE, Site
+from helpers import ARTICLE, Drip, Site
 
 from researchstore import fetch as fetch_module
 from researchstore.fetch import (
@@ -278,36 +278,77 @@ def test_a_compression_bomb_stops_at_the_cap(site: Site) -> None:
     assert peak < 6 * site.policy.max_bytes, peak
 
 
-def test_huge_bodies_are_cut_off(site: Site) -> None:
-    started = time.monotonic()
-    declared = refused(site.url("/declared-huge.html"), site.policy)
+@pytest.fixture
+def received(site: Site) -> tuple[FetchPolicy, list[int]]:
+    """The site's policy, with a TLS socket that counts the bytes the fetcher reads."""
+    counts: list[int] = []
+
+    class CountingSocket(ssl.SSLSocket):
+        def recv(self, buflen: int = 1024, flags: int = 0) -> bytes:
+            data = super().recv(buflen, flags)
+            counts.append(len(data))
+            return data
+
+    context = ssl.create_default_context()
+    site.ca.configure_trust(context)
+    context.sslsocket_class = CountingSocket
+    return replace(site.policy, ssl_context=context), counts
+
+
+def test_huge_bodies_are_cut_off(site: Site, received: tuple[FetchPolicy, list[int]]) -> None:
+    policy, counts = received
+    declared = refused(site.url("/declared-huge.html"), policy)
     assert (declared.status, declared.reason) == ("unsupported", "response_too_large")
-    streamed = refused(site.url("/endless.html"), site.policy)
+    assert sum(counts) < 10_000  # the headers alone: the declared length refuses it
+    counts.clear()
+    streamed = refused(site.url("/endless.html"), policy)
     assert (streamed.status, streamed.reason) == ("unsupported", "response_too_large")
-    assert time.monotonic() - started < 3
+    # The cap and one read past it, not the 8 MiB the server would send.
+    assert sum(counts) < policy.max_bytes + 2 * 65_536, sum(counts)
 
 
-def test_the_total_deadline_beats_a_slow_drip(site: Site) -> None:
-    policy = replace(site.policy, timeout_s=0.8)
-    started = time.monotonic()
-    error = refused(site.url("/slow.html"), policy)
-    elapsed = time.monotonic() - started
+class StoppedClock:
+    """The fetcher's ``time``: its monotonic clock moves only when a test moves it."""
+
+    def __init__(self) -> None:
+        self.now = 1_000.0
+        self.time = time.time
+        self.sleep = time.sleep
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_the_total_deadline_beats_a_slow_drip(site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = StoppedClock()
+    monkeypatch.setattr(fetch_module, "time", clock)
+    # Every byte comes soon after the last, so no read ever waits long; each one
+    # costs the fetcher an eighth of a second on its clock.
+    slow = Drip(limit=10_000, pause=0.002, on_byte=lambda sent: clock.advance(0.125))
+    site.server.routes["/drip-deadline"] = slow
+    error = refused(site.url("/drip-deadline"), replace(site.policy, timeout_s=1.0))
     assert (error.status, error.reason) == ("unavailable", "timeout")
-    assert 0.7 < elapsed < 2.0, elapsed
+    assert "total time limit" in error.message
+    assert slow.done.wait(30)
+    # The deadline ended it: not before 8 bytes (1 s on the fetcher's clock),
+    # and long before the drip ran out.
+    assert slow.client_left and 8 <= slow.sent < slow.limit, slow.sent
 
 
 def test_cancel_stops_a_fetch_between_reads(site: Site) -> None:
     cancel = threading.Event()
-    timer = threading.Timer(0.3, cancel.set)
-    timer.start()
-    started = time.monotonic()
-    try:
-        with pytest.raises(FetchCancelled) as error:
-            fetch(site.url("/slow.html"), policy=site.policy, cancel=cancel)
-    finally:
-        timer.cancel()
+    # Cancelled after the third byte; uncancelled, the drip would outlast the 5 s
+    # limit and the fetch would end in a timeout instead.
+    slow = Drip(on_byte=lambda sent: sent == 3 and cancel.set())
+    site.server.routes["/drip-cancel"] = slow
+    with pytest.raises(FetchCancelled) as error:
+        fetch(site.url("/drip-cancel"), policy=site.policy, cancel=cancel)
     assert (error.value.status, error.value.reason) == ("cancelled", "cancelled")
-    assert time.monotonic() - started < 1.5
+    assert slow.done.wait(30)
+    assert slow.client_left and 3 <= slow.sent < slow.limit, slow.sent
 
 
 def test_a_body_cut_short_is_kept_and_marked(site: Site) -> None:
@@ -351,18 +392,21 @@ def test_resolution_failures(spy: SocketSpy, failure: OSError, reason: str) -> N
 
 def test_a_resolver_that_never_answers_is_no_egress() -> None:
     release = threading.Event()
+    answered = threading.Event()
 
     def hanging(host: str, port: int) -> list[str]:
         release.wait(5)
+        answered.set()
         return ["8.8.8.8"]
 
-    started = time.monotonic()
     try:
         error = refused("https://example.com/", FetchPolicy(resolver=hanging, dns_timeout_s=0.3))
+        gave_up_first = not answered.is_set()
     finally:
         release.set()
     assert (error.status, error.reason) == ("unavailable", "egress_unavailable")
-    assert time.monotonic() - started < 1.5
+    assert "no DNS answer for example.com within 0.3s" in error.message
+    assert gave_up_first  # the fetch did not wait for the resolver
 
 
 def test_an_unreachable_network_is_no_egress(site: Site, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,8 +3,9 @@
 Most tests here use real processes (``tests/programs``): a reader hammering
 the tools while another process re-ingests, a child re-ingest killed
 (SIGKILL) at chosen points or at random times, a second run refused by the
-lock, the ``--every`` loop stopped by SIGTERM. After each crash the store is reopened and checked
-against a simple model: report key -> document name -> the words of its text.
+lock, the ``--every`` loop stopped by SIGTERM. After each crash the store is
+reopened and checked against a simple model: report key -> document name ->
+the words of its text.
 """
 
 from __future__ import annotations
@@ -884,19 +885,42 @@ def test_every_runs_again_and_again_and_stops_cleanly_on_sigterm(tmp_path: Path)
         assert_sound(store)
 
 
+class InstantStop(threading.Event):
+    """A stop event whose waits return at once; each wait is written down in order."""
+
+    def __init__(self, log: list[tuple[str, float | None, bool]]) -> None:
+        super().__init__()
+        self.log = log
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.log.append(("wait", timeout, self.is_set()))
+        return self.is_set()
+
+
 def test_run_every_stops_between_runs_on_sigterm() -> None:
     before = signal.getsignal(signal.SIGTERM)
-    runs: list[float] = []
+    log: list[tuple[str, float | None, bool]] = []
+    runs: list[int] = []  # where each run stands in the log
 
     def run_once() -> None:
-        runs.append(time.monotonic())
+        runs.append(len(log))
+        log.append(("run", None, False))
         if len(runs) == 2:
             os.kill(os.getpid(), signal.SIGTERM)  # handled: ends the loop after this run
 
-    started = time.monotonic()
-    run_every(0.05, run_once)
-    assert len(runs) == 2 and runs[1] - runs[0] >= 0.045
-    assert time.monotonic() - started < 5
+    interval = 3600.0  # never slept: the waits return at once and are looked at
+    run_every(interval, run_once, stop=InstantStop(log))
+    assert len(runs) == 2 and runs == [0, 2]
+    # Run, wait the interval (less the run's own time), run; the SIGTERM during
+    # the second run ends the loop at its wait, before a third run.
+    assert [(what, stopped) for what, _, stopped in log] == [
+        ("run", False),
+        ("wait", False),
+        ("run", False),
+        ("wait", True),
+    ]
+    first_wait = log[1][1]
+    assert first_wait is not None and 0 < first_wait <= interval
     assert signal.getsignal(signal.SIGTERM) == before
 
 
