@@ -407,6 +407,7 @@ def test_unsafe_and_offline(
     assert outcome(offline) == ("unavailable", "egress_unavailable")
 
 
+@pytest.mark.slow
 def test_timeout_and_cancel(
     evidence_store: Store, evidence_site: Site, config: RetrievalConfig
 ) -> None:
@@ -564,6 +565,7 @@ def test_receipts_expire(
     assert expired["result"] == first["result"] and expired["evidence"] == first["evidence"]
 
 
+@pytest.mark.slow
 def test_a_concurrent_call_sees_the_receipt_running(
     evidence_store: Store, evidence_site: Site, config: RetrievalConfig
 ) -> None:
@@ -584,6 +586,7 @@ def test_a_concurrent_call_sees_the_receipt_running(
     assert call(evidence_store, args) == results[0]
 
 
+@pytest.mark.slow
 def test_a_receipt_whose_process_died_is_unconfirmed(evidence_site: Site, tmp_path: Path) -> None:
     """kill -9 in the middle of a fetch: the next call says unconfirmed, never success."""
     db = tmp_path / "crash.db"

@@ -349,6 +349,7 @@ async def exercise(session: Any, sample: Sample, served: set[str]) -> int:
 # -- stdio ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_stdio_core_profile_lists_the_read_tools(sample: Sample) -> None:
     async def listing() -> list[types.Tool]:
         async with stdio_session(sample.db, profile="core") as session:
@@ -387,6 +388,7 @@ def test_stdio_core_profile_lists_the_read_tools(sample: Sample) -> None:
     )
 
 
+@pytest.mark.slow
 def test_stdio_full_profile_adds_ingest_and_lists_output_schemas(sample: Sample) -> None:
     async def listing() -> list[types.Tool]:
         async with stdio_session(sample.db, profile="full", env=SCHEMAS_ON) as session:
@@ -412,6 +414,7 @@ def test_stdio_full_profile_adds_ingest_and_lists_output_schemas(sample: Sample)
         ) == (False, False, True, True)
 
 
+@pytest.mark.slow
 def test_stdio_every_tool_with_good_and_bad_arguments(sample: Sample) -> None:
     async def run() -> int:
         # With output schemas listed, the SDK client validates every result too.
@@ -435,6 +438,7 @@ def test_stdio_get_chunk_is_seed_000(sample: Sample) -> None:
     assert miss == {"result": {"chunk": None}}
 
 
+@pytest.mark.slow
 def test_stdio_ingest_file(sample: Sample, tmp_path: Path) -> None:
     db = tmp_path / "copy.db"
     shutil.copy(sample.db, db)  # the index is rebuilt from the .db alone
@@ -477,6 +481,7 @@ def test_stdio_ingest_file(sample: Sample, tmp_path: Path) -> None:
 # -- HTTP ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_http_full_profile_lists_and_calls_every_tool(sample: Sample, http_url: str) -> None:
     async def run() -> tuple[set[str], dict[str, Any], int]:
         async with http_session(http_url, sample.keys["research"]) as session:
@@ -495,6 +500,7 @@ def test_http_full_profile_lists_and_calls_every_tool(sample: Sample, http_url: 
     assert made > 60
 
 
+@pytest.mark.slow
 def test_http_core_profile(sample: Sample, tmp_path: Path) -> None:
     async def listing(url: str) -> set[str]:
         async with http_session(url, sample.keys["reader"]) as session:
@@ -504,6 +510,7 @@ def test_http_core_profile(sample: Sample, tmp_path: Path) -> None:
         assert anyio.run(listing, url) == CORE
 
 
+@pytest.mark.slow
 def test_http_refuses_missing_wrong_and_revoked_keys(sample: Sample, http_url: str) -> None:
     initialize = {
         "jsonrpc": "2.0",
@@ -566,6 +573,7 @@ def test_http_refuses_missing_wrong_and_revoked_keys(sample: Sample, http_url: s
     assert refused.group_contains(httpx.HTTPStatusError, match="401 Unauthorized", depth=None)
 
 
+@pytest.mark.slow
 def test_http_scopes_and_workspaces(sample: Sample, http_url: str) -> None:
     async def run() -> dict[str, Any]:
         async with http_session(http_url, sample.keys["reader"]) as session:
@@ -595,6 +603,7 @@ def test_http_scopes_and_workspaces(sample: Sample, http_url: str) -> None:
     assert outcome["elsewhere"]["error"]["field"] == "workspace_id"
 
 
+@pytest.mark.slow
 def test_http_twenty_parallel_clients(sample: Sample, http_url: str) -> None:
     table = calls(sample)
     work = [(name, table[name][0][0]) for name in sorted(NAVIGATION)]

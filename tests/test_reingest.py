@@ -165,6 +165,7 @@ def write_generation(root: Path, keys: list[str], generation: int) -> None:
             write_file(folder / name, document_text(key, name, generation, paragraphs=8))
 
 
+@pytest.mark.slow
 def test_a_reader_in_another_process_never_sees_a_mixed_report(tmp_path: Path) -> None:
     root, db, stop = tmp_path / "source", tmp_path / "r.db", tmp_path / "stop"
     keys = [f"r{number}" for number in range(6)]
@@ -314,11 +315,16 @@ CRASH_POINTS = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("point", "nth", "index_commit_chunks", "must_be_new"),
-    CRASH_POINTS,
-    ids=[f"{case[0]}-{case[1]}-{case[2]}" for case in CRASH_POINTS],
-)
+# The first case (dead in the first batch) runs in the fast tier too; the others are slow.
+CRASH_CASES = [
+    pytest.param(
+        *case, id=f"{case[0]}-{case[1]}-{case[2]}", marks=() if n == 0 else pytest.mark.slow
+    )
+    for n, case in enumerate(CRASH_POINTS)
+]
+
+
+@pytest.mark.parametrize(("point", "nth", "index_commit_chunks", "must_be_new"), CRASH_CASES)
 def test_a_run_killed_at_any_point_is_finished_by_the_next(
     tmp_path: Path, point: str, nth: int, index_commit_chunks: int, must_be_new: set[str]
 ) -> None:
@@ -366,6 +372,7 @@ def big_document(key: str, name: str, version: int) -> str:
     return document_text(key, name, version, paragraphs=50)
 
 
+@pytest.mark.slow
 def test_kill_9_at_random_times_loses_nothing(tmp_path: Path) -> None:
     root, db, log = tmp_path / "source", tmp_path / "r.db", tmp_path / "committed.log"
     rng = random.Random(20260504)
@@ -459,6 +466,7 @@ ROUND = st.tuples(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rounds=st.lists(ROUND, min_size=1, max_size=4))
 def test_any_edits_runs_and_crashes_end_with_the_store_equal_to_the_source(
@@ -531,6 +539,7 @@ def test_any_edits_runs_and_crashes_end_with_the_store_equal_to_the_source(
 # -- one run at a time --------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_second_run_is_refused_while_another_process_holds_the_store(tmp_path: Path) -> None:
     root, db = tmp_path / "source", tmp_path / "r.db"
     source = crash_source(1)
@@ -567,6 +576,7 @@ def test_a_second_run_is_refused_while_another_process_holds_the_store(tmp_path:
 # -- a broken report fails alone ----------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("broken", ["invalid_json", "duplicate_id", "existing_turns_invalid"])
 def test_one_broken_report_fails_alone_and_the_cli_exits_1(tmp_path: Path, broken: str) -> None:
     root, db = tmp_path / "source", tmp_path / "r.db"
@@ -714,6 +724,7 @@ def test_replaced_ids_miss_and_resolve_to_where_their_text_lives_now(tmp_path: P
         assert_sound(store)
 
 
+@pytest.mark.slow
 def test_the_forwarding_record_is_pruned_after_the_retention(tmp_path: Path) -> None:
     root, db = tmp_path / "source", tmp_path / "r.db"
     source = {"edit": {"notes.txt": paragraphs_text("edit", 3)}}
@@ -838,6 +849,7 @@ def test_an_unknown_source_name_is_invalid_input(filled_store: Store) -> None:
 # -- the schedule: --every and durations ----------------------------------------
 
 
+@pytest.mark.slow
 def test_every_runs_again_and_again_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     root, db = tmp_path / "source", tmp_path / "r.db"
     source = {key: {"a.txt": document_text(key, "a.txt", 1)} for key in ("e0", "e1")}
