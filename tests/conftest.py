@@ -1,58 +1,18 @@
-"""Shared fixtures: a store in a temporary folder and small sources to ingest."""
+"""Shared fixtures: a store in a temporary folder, small sources to ingest, an HTTPS site.
+
+The helpers these fixtures are built from live in ``helpers.py``.
+"""
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import FIXTURE_SOURCE, Site, long_text, serve_site, write_report
 
 from researchstore import Store
-
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURE_SOURCE = ROOT / "fixtures" / "source"
-SHARED = ROOT.parent / "shared"
-
-PARAGRAPHS = [
-    "Foragers returned to the hive at dusk carrying pollen from the lime trees.",
-    "Varroa mite counts rose sharply after the second brood cycle in June.",
-    "The colony was treated with oxalic acid once the brood had capped.",
-    "Students logged hive weight every morning on a shared spreadsheet.",
-    "Dissolved oxygen in the river fell below five milligrams per litre in August.",
-    "Nitrate runoff from the fields peaked after the first autumn storm.",
-]
-
-
-def write_report(
-    root: Path,
-    key: str,
-    *,
-    title: str,
-    date: str,
-    tags: dict[str, str],
-    files: dict[str, str],
-) -> Path:
-    """A report directory with report.json and the given document files."""
-    folder = root / key
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "report.json").write_text(json.dumps({"title": title, "date": date, "tags": tags}))
-    for name, text in files.items():
-        (folder / name).write_text(text)
-    return folder
-
-
-def long_text(paragraphs: int, *, seed: int = 0) -> str:
-    """Paragraphs of distinct sentences, enough for several chunks."""
-    out = []
-    for number in range(paragraphs):
-        sentences = [
-            f"{PARAGRAPHS[(number + seed + k) % len(PARAGRAPHS)]} Note {number}.{k}."
-            for k in range(6)
-        ]
-        out.append(" ".join(sentences))
-    return "\n\n".join(out)
 
 
 @pytest.fixture
@@ -101,3 +61,10 @@ def fixture_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
     with Store(folder / "research.db", progress=False) as opened:
         opened.ingest(source, name="fixtures")
         yield opened
+
+
+@pytest.fixture(scope="session")
+def site() -> Iterator[Site]:
+    """The HTTPS test site on loopback (``helpers.serve_site``), one for the session."""
+    with serve_site() as running:
+        yield running

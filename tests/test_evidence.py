@@ -1,9 +1,9 @@
 """research_evidence_retrieve end to end: a real HTTPS server on loopback, real stores.
 
-Every envelope is validated against the tool's contract and, when
-``../shared`` is present, against seed 002's output schema. The server and
-its certificate come from ``test_fetch.py``; the retrievals here reach it
-through an explicit ``127.0.0.1/32`` allowance.
+Every envelope is validated against the tool's contract and against seed
+002's output schema (``tests/schemas``). The server and its certificate are
+the ``site`` fixture; the retrievals here reach it through an explicit
+``127.0.0.1/32`` allowance.
 """
 
 from __future__ import annotations
@@ -25,7 +25,18 @@ from typing import Any
 import jsonschema
 import pytest
 from click.testing import CliRunner
-from test_fetch import ARTICLE, Site, page, redirect, site, static  # noqa: F401 (fixture)
+from helpers import (
+    ARTICLE,
+    CLI,
+    FORMATS,
+    OTHER_WORKSPACE,
+    WORKSPACE,
+    Site,
+    load_schema,
+    page,
+    redirect,
+    static,
+)
 
 from researchstore import Store, call_tool
 from researchstore.catalogue import TOOLS
@@ -38,12 +49,9 @@ from researchstore.evidence.spec import INPUT_SCHEMA, MAX_SEGMENTS, MAX_TEXT
 from researchstore.fetch import FetchPolicy
 from researchstore.principal import Principal, acting_as
 
-WORKSPACE = "11111111-1111-4111-8111-111111111111"
-OTHER_WORKSPACE = "22222222-2222-4222-8222-222222222222"
 TOOL = "research_evidence_retrieve"
-SHARED_SCHEMAS = Path(__file__).resolve().parent.parent.parent / "shared" / "schemas"
-FORMATS = jsonschema.Draft202012Validator.FORMAT_CHECKER
-CLI = [sys.executable, "-c", "from researchstore.cli import main; main()"]
+SEED_OUTPUT = load_schema("evidence_retrieve.output.json")
+SEED_INPUT = load_schema("evidence_retrieve.input.json")
 
 
 def vtt(cues: int, *, header: str = "", text: str = "Cue {}: the hive was inspected.") -> bytes:
@@ -80,8 +88,7 @@ LOGIN_FORM = page(
 
 
 @pytest.fixture(scope="module")
-def evidence_site(request: pytest.FixtureRequest) -> Site:
-    shared: Site = request.getfixturevalue("site")  # test_fetch's server
+def evidence_site(site: Site) -> Site:
     long_page = page(
         "Long report",
         "".join(
@@ -89,7 +96,7 @@ def evidence_site(request: pytest.FixtureRequest) -> Site:
             for number in range(600)
         ),
     )
-    shared.server.routes.update(
+    site.server.routes.update(
         {
             "/article.html": static(ARTICLE),
             "/notes.txt": static(
@@ -129,11 +136,11 @@ def evidence_site(request: pytest.FixtureRequest) -> Site:
             ),
             "/empty.vtt": static(b"WEBVTT\n\n", content_type="text/vtt"),
             "/watch": static(page("A video", "<p>Watch this video on the platform.</p>")),
-            "/changing.html": lambda handler: handler.send_bytes(shared.extra["changing"]),
+            "/changing.html": lambda handler: handler.send_bytes(site.extra["changing"]),
         }
     )
-    shared.extra["changing"] = page("Changing", "<p>First version: bees swarmed in May.</p>")
-    return shared
+    site.extra["changing"] = page("Changing", "<p>First version: bees swarmed in May.</p>")
+    return site
 
 
 @pytest.fixture
@@ -168,11 +175,7 @@ def check(envelope: dict[str, Any]) -> dict[str, Any]:
         return envelope
     assert set(envelope) == {"result"}
     jsonschema.validate(envelope["result"], output_schema(TOOL), format_checker=FORMATS)
-    seed = SHARED_SCHEMAS / "evidence_retrieve.output.json"
-    if seed.exists():
-        jsonschema.validate(
-            envelope["result"], json.loads(seed.read_text()), format_checker=FORMATS
-        )
+    jsonschema.validate(envelope["result"], SEED_OUTPUT, format_checker=FORMATS)
     assert json.loads(json.dumps(envelope)) == envelope
     return envelope
 
@@ -211,9 +214,7 @@ def search(store: Store, query: str, workspace: str | None = None) -> list[dict[
 def test_the_tool_publishes_seed_002s_input_schema_and_annotations() -> None:
     tool = TOOLS[TOOL]
     assert tool.input_schema() == INPUT_SCHEMA
-    seed = SHARED_SCHEMAS / "evidence_retrieve.input.json"
-    if seed.exists():
-        assert tool.input_schema() == json.loads(seed.read_text())
+    assert tool.input_schema() == SEED_INPUT
     assert (tool.profile, tool.scope, tool.read_only) == ("full", "agent:research", False)
     assert tool.annotations == {
         "readOnlyHint": False,
@@ -423,6 +424,7 @@ def test_unsafe_and_offline(
     assert outcome(offline) == ("unavailable", "egress_unavailable")
 
 
+@pytest.mark.slow
 def test_timeout_and_cancel(
     evidence_store: Store, evidence_site: Site, config: RetrievalConfig
 ) -> None:
@@ -580,6 +582,7 @@ def test_receipts_expire(
     assert expired["result"] == first["result"] and expired["evidence"] == first["evidence"]
 
 
+@pytest.mark.slow
 def test_a_concurrent_call_sees_the_receipt_running(
     evidence_store: Store, evidence_site: Site, config: RetrievalConfig
 ) -> None:
@@ -600,6 +603,7 @@ def test_a_concurrent_call_sees_the_receipt_running(
     assert call(evidence_store, args) == results[0]
 
 
+@pytest.mark.slow
 def test_a_receipt_whose_process_died_is_unconfirmed(evidence_site: Site, tmp_path: Path) -> None:
     """kill -9 in the middle of a fetch: the next call says unconfirmed, never success."""
     db = tmp_path / "crash.db"

@@ -1,33 +1,30 @@
 """The bounded, address-checked fetcher against a real HTTPS server on loopback.
 
-The server (``HttpsServer``) is a threaded ``http.server`` wrapped in TLS
-with a certificate ``trustme`` makes here. The fetcher refuses loopback by
-default (tested first); the other tests let ``127.0.0.1/32`` through
-explicitly and resolve test names (``evidence.test``...) to it with a
-static resolver, so the name-based checks, SNI and ``Host`` are real.
-``test_evidence.py`` imports the server from here.
+The server is the ``site`` fixture (``helpers.serve_site``). The fetcher
+refuses loopback by default (tested first); the other tests use the site's
+policy, which lets ``127.0.0.1/32`` through explicitly and resolves test
+names (``evidence.test``...) to it with a static resolver, so the name-based
+checks, SNI and ``Host`` are real.
 """
 
 from __future__ import annotations
 
-import gzip
 import ipaddress
 import socket
 import ssl
 import threading
 import time
 import tracemalloc
-import zlib
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
-import trustme
+from helpers import ARTICLE, Drip, Site
 
 import researchstore.fetch
+import researchstore.fetch.client
+import researchstore.fetch.guard
 from researchstore.fetch import (
     FetchCancelled,
     FetchError,
@@ -36,256 +33,7 @@ from researchstore.fetch import (
     check_url,
     fetch,
     retry_after_seconds,
-    static_resolver,
 )
-
-NAMES = ("evidence.test", "other.test", "www.youtube.com", "127.0.0.1")
-LOOPBACK = (ipaddress.ip_network("127.0.0.1/32"),)
-
-# -- the server ----------------------------------------------------------------
-
-Route = Callable[["Handler"], None]
-
-
-def page(title: str, body: str, *, lang: str = "en", head: str = "") -> bytes:
-    return (
-        f'<!doctype html><html lang="{lang}"><head><title>{title}</title>'
-        f'<meta name="description" content="About {title.lower()}.">{head}</head>'
-        f"<body><nav><a href='/'>Home</a></nav><main>{body}</main>"
-        "<footer>Footer links</footer></body></html>"
-    ).encode()
-
-
-ARTICLE = page(
-    "Hive survey",
-    "<h1>Hive survey</h1><p>Varroa mite counts rose sharply after the second brood cycle.</p>"
-    "<p>The colony was treated with oxalic acid once the brood had capped.</p>",
-)
-
-
-class Handler(BaseHTTPRequestHandler):
-    server: HttpsServer
-    protocol_version = "HTTP/1.0"
-
-    def do_GET(self) -> None:
-        path = self.path.split("?")[0]
-        self.server.requests.append((self.headers.get("Host", ""), path))
-        route = self.server.routes.get(path)
-        if route is None:
-            self.send_bytes(b"<p>nothing here</p>", status=404)
-            return
-        try:
-            route(self)
-        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
-            pass  # the client gave up (deadline, cancel, limit): expected
-
-    def send_bytes(
-        self,
-        body: bytes,
-        *,
-        status: int = 200,
-        content_type: str = "text/html; charset=utf-8",
-        headers: dict[str, str] | None = None,
-        length: int | None = None,
-    ) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body) if length is None else length))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-class HttpsServer(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-
-    def __init__(self, context: ssl.SSLContext) -> None:
-        super().__init__(("127.0.0.1", 0), Handler)
-        self.context = context
-        self.routes: dict[str, Route] = {}
-        self.requests: list[tuple[str, str]] = []
-        self.server_names: list[str | None] = []
-        context.sni_callback = self._sni
-
-    def _sni(self, sock: ssl.SSLSocket, name: str | None, context: ssl.SSLContext) -> None:
-        self.server_names.append(name)
-
-    def get_request(self) -> tuple[Any, Any]:
-        sock, address = self.socket.accept()
-        sock.settimeout(10)
-        # The handshake runs in the handler's thread, not in the accept loop.
-        return self.context.wrap_socket(
-            sock, server_side=True, do_handshake_on_connect=False
-        ), address
-
-    def finish_request(self, request: Any, client_address: Any) -> None:
-        try:
-            request.do_handshake()
-        except (ssl.SSLError, OSError):
-            return
-        super().finish_request(request, client_address)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a client that went away mid-response is part of these tests
-
-    @property
-    def port(self) -> int:
-        return int(self.server_address[1])
-
-    def url(self, path: str, host: str = "evidence.test") -> str:
-        return f"https://{host}:{self.port}{path}"
-
-
-@dataclass
-class Site:
-    """A running server, the CA that signed it and a policy that may reach it."""
-
-    server: HttpsServer
-    ca: trustme.CA
-    client_context: ssl.SSLContext
-    policy: FetchPolicy
-    ca_file: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def url(self, path: str, host: str = "evidence.test") -> str:
-        return self.server.url(path, host)
-
-    def route(self, path: str) -> Callable[[Route], Route]:
-        def add(function: Route) -> Route:
-            self.server.routes[path] = function
-            return function
-
-        return add
-
-    def requests_for(self, path: str) -> int:
-        return sum(1 for _, seen in self.server.requests if seen == path)
-
-
-def static(body: bytes, **options: Any) -> Route:
-    return lambda handler: handler.send_bytes(body, **options)
-
-
-def redirect(location: str | Callable[[], str], status: int = 302) -> Route:
-    def send(handler: Handler) -> None:
-        target = location() if callable(location) else location
-        handler.send_bytes(b"", status=status, headers={"Location": target})
-
-    return send
-
-
-def drip(handler: Handler) -> None:
-    """Headers at once, then one byte every 50 ms for up to 10 s."""
-    handler.send_response(200)
-    handler.send_header("Content-Type", "text/html")
-    handler.end_headers()
-    handler.wfile.flush()
-    for _ in range(200):
-        handler.wfile.write(b" ")
-        handler.wfile.flush()
-        time.sleep(0.05)
-
-
-def endless(handler: Handler) -> None:
-    """A body without a length that never stops on its own (8 MiB at most)."""
-    handler.send_response(200)
-    handler.send_header("Content-Type", "text/html")
-    handler.end_headers()
-    block = b"<p>" + b"x" * 65_000 + b"</p>"
-    for _ in range(128):
-        handler.wfile.write(block)
-
-
-def truncated(handler: Handler) -> None:
-    """Declares 100,000 bytes, sends a page's worth and closes."""
-    body = page("Cut short", "<p>" + "The first half arrived intact. " * 60 + "</p>")
-    handler.send_bytes(body, length=100_000)
-
-
-BOMB = gzip.compress(b" " * (40 * 1024 * 1024), compresslevel=9)
-
-
-def install_routes(site: Site) -> None:
-    routes = site.server.routes
-    routes.update(
-        {
-            "/page.html": static(ARTICLE),
-            "/gzip.html": static(gzip.compress(ARTICLE), headers={"Content-Encoding": "gzip"}),
-            "/deflate.html": static(
-                zlib.compress(ARTICLE)[2:-4], headers={"Content-Encoding": "deflate"}
-            ),
-            "/brotli.html": static(b"\x0b\x02\x80hello\x03", headers={"Content-Encoding": "br"}),
-            "/bomb.html": static(BOMB, headers={"Content-Encoding": "gzip"}),
-            "/declared-huge.html": static(b"", length=1_000_000_000),
-            "/endless.html": endless,
-            "/slow.html": drip,
-            "/truncated.html": truncated,
-            "/401": static(b"no", status=401, headers={"WWW-Authenticate": "Basic"}),
-            "/403": static(b"no", status=403),
-            "/404": static(b"no", status=404),
-            "/410": static(b"gone", status=410),
-            "/429": static(b"slow down", status=429, headers={"Retry-After": "120"}),
-            "/429-date": static(
-                b"slow down", status=429, headers={"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}
-            ),
-            "/500": static(b"oops", status=500),
-            "/503": static(b"later", status=503, headers={"Retry-After": "30"}),
-            "/to-page": redirect("/page.html"),
-            "/hop-1": redirect("/hop-2", 301),
-            "/hop-2": redirect("/hop-3", 307),
-            "/hop-3": redirect("/page.html", 308),
-            "/loop": redirect("/loop"),
-            "/to-http": redirect(lambda: f"http://evidence.test:{site.server.port}/page.html"),
-            "/to-localhost": redirect(lambda: f"https://localhost:{site.server.port}/page.html"),
-            "/to-private": redirect(lambda: f"https://private.test:{site.server.port}/page.html"),
-            "/to-other": redirect(lambda: f"https://other.test:{site.server.port}/page.html"),
-        }
-    )
-
-
-@pytest.fixture(scope="session")
-def site() -> Iterator[Site]:
-    ca = trustme.CA()
-    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert(*NAMES).configure_cert(server_context)
-    client_context = ssl.create_default_context()
-    ca.configure_trust(client_context)
-    server = HttpsServer(server_context)
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-    )
-    thread.start()
-    resolver = static_resolver(
-        {
-            "evidence.test": ["127.0.0.1"],
-            "other.test": ["127.0.0.1"],
-            "www.youtube.com": ["127.0.0.1"],
-            "nocert.test": ["127.0.0.1"],
-            "private.test": ["10.0.0.7"],
-        },
-        None,
-    )
-    policy = FetchPolicy(
-        allowed_networks=LOOPBACK,
-        resolver=resolver,
-        ssl_context=client_context,
-        timeout_s=5,
-        max_bytes=1_000_000,
-    )
-    with ca.cert_pem.tempfile() as ca_file:
-        site = Site(server, ca, client_context, policy, ca_file=ca_file)
-        install_routes(site)
-        try:
-            yield site
-        finally:
-            server.shutdown()
-            server.server_close()
-            thread.join(5)
-
 
 # -- spies ---------------------------------------------------------------------
 
@@ -533,36 +281,79 @@ def test_a_compression_bomb_stops_at_the_cap(site: Site) -> None:
     assert peak < 6 * site.policy.max_bytes, peak
 
 
-def test_huge_bodies_are_cut_off(site: Site) -> None:
-    started = time.monotonic()
-    declared = refused(site.url("/declared-huge.html"), site.policy)
+@pytest.fixture
+def received(site: Site) -> tuple[FetchPolicy, list[int]]:
+    """The site's policy, with a TLS socket that counts the bytes the fetcher reads."""
+    counts: list[int] = []
+
+    class CountingSocket(ssl.SSLSocket):
+        def recv(self, buflen: int = 1024, flags: int = 0) -> bytes:
+            data = super().recv(buflen, flags)
+            counts.append(len(data))
+            return data
+
+    context = ssl.create_default_context()
+    site.ca.configure_trust(context)
+    context.sslsocket_class = CountingSocket
+    return replace(site.policy, ssl_context=context), counts
+
+
+def test_huge_bodies_are_cut_off(site: Site, received: tuple[FetchPolicy, list[int]]) -> None:
+    policy, counts = received
+    declared = refused(site.url("/declared-huge.html"), policy)
     assert (declared.status, declared.reason) == ("unsupported", "response_too_large")
-    streamed = refused(site.url("/endless.html"), site.policy)
+    assert sum(counts) < 10_000  # the headers alone: the declared length refuses it
+    counts.clear()
+    streamed = refused(site.url("/endless.html"), policy)
     assert (streamed.status, streamed.reason) == ("unsupported", "response_too_large")
-    assert time.monotonic() - started < 3
+    # The cap and one read past it, not the 8 MiB the server would send.
+    assert sum(counts) < policy.max_bytes + 2 * 65_536, sum(counts)
 
 
-def test_the_total_deadline_beats_a_slow_drip(site: Site) -> None:
-    policy = replace(site.policy, timeout_s=0.8)
-    started = time.monotonic()
-    error = refused(site.url("/slow.html"), policy)
-    elapsed = time.monotonic() - started
+class StoppedClock:
+    """The fetcher's ``time``: its monotonic clock moves only when a test moves it."""
+
+    def __init__(self) -> None:
+        self.now = 1_000.0
+        self.time = time.time
+        self.sleep = time.sleep
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_the_total_deadline_beats_a_slow_drip(site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = StoppedClock()
+    # The fetcher's deadline is set (client) and checked (guard) on this clock.
+    monkeypatch.setattr(researchstore.fetch.client, "time", clock)
+    monkeypatch.setattr(researchstore.fetch.guard, "time", clock)
+    # Every byte comes soon after the last, so no read ever waits long; each one
+    # costs the fetcher an eighth of a second on its clock.
+    slow = Drip(limit=10_000, pause=0.002, on_byte=lambda sent: clock.advance(0.125))
+    site.server.routes["/drip-deadline"] = slow
+    error = refused(site.url("/drip-deadline"), replace(site.policy, timeout_s=1.0))
     assert (error.status, error.reason) == ("unavailable", "timeout")
-    assert 0.7 < elapsed < 2.0, elapsed
+    assert "total time limit" in error.message
+    assert slow.done.wait(30)
+    # The deadline ended it: not before 8 bytes (1 s on the fetcher's clock),
+    # and long before the drip ran out.
+    assert slow.client_left and 8 <= slow.sent < slow.limit, slow.sent
 
 
 def test_cancel_stops_a_fetch_between_reads(site: Site) -> None:
     cancel = threading.Event()
-    timer = threading.Timer(0.3, cancel.set)
-    timer.start()
-    started = time.monotonic()
-    try:
-        with pytest.raises(FetchCancelled) as error:
-            fetch(site.url("/slow.html"), policy=site.policy, cancel=cancel)
-    finally:
-        timer.cancel()
+    # Cancelled after the third byte; uncancelled, the drip would outlast the 5 s
+    # limit and the fetch would end in a timeout instead.
+    slow = Drip(on_byte=lambda sent: sent == 3 and cancel.set())
+    site.server.routes["/drip-cancel"] = slow
+    with pytest.raises(FetchCancelled) as error:
+        fetch(site.url("/drip-cancel"), policy=site.policy, cancel=cancel)
     assert (error.value.status, error.value.reason) == ("cancelled", "cancelled")
-    assert time.monotonic() - started < 1.5
+    assert slow.done.wait(30)
+    assert slow.client_left and 3 <= slow.sent < slow.limit, slow.sent
 
 
 def test_a_body_cut_short_is_kept_and_marked(site: Site) -> None:
@@ -606,18 +397,21 @@ def test_resolution_failures(spy: SocketSpy, failure: OSError, reason: str) -> N
 
 def test_a_resolver_that_never_answers_is_no_egress() -> None:
     release = threading.Event()
+    answered = threading.Event()
 
     def hanging(host: str, port: int) -> list[str]:
         release.wait(5)
+        answered.set()
         return ["8.8.8.8"]
 
-    started = time.monotonic()
     try:
         error = refused("https://example.com/", FetchPolicy(resolver=hanging, dns_timeout_s=0.3))
+        gave_up_first = not answered.is_set()
     finally:
         release.set()
     assert (error.status, error.reason) == ("unavailable", "egress_unavailable")
-    assert time.monotonic() - started < 1.5
+    assert "no DNS answer for example.com within 0.3s" in error.message
+    assert gave_up_first  # the fetch did not wait for the resolver
 
 
 def test_an_unreachable_network_is_no_egress(site: Site, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,7 +12,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -27,6 +26,7 @@ import httpx
 import jsonschema
 import pytest
 from click.testing import CliRunner
+from helpers import CLI, FORMATS, OTHER_WORKSPACE, WORKSPACE, load_schema
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -37,11 +37,6 @@ from researchstore.catalogue import TOOLS
 from researchstore.cli import main
 from researchstore.contracts import BARE_RESULTS, ERROR, has_output_schema, output_schema
 from researchstore.principal import LOCAL_USER, Principal
-
-#: The CLI, started the way a fresh clone can: no console script needed.
-CLI = [sys.executable, "-c", "from researchstore.cli import main; main()"]
-WORKSPACE = "11111111-1111-4111-8111-111111111111"
-OTHER_WORKSPACE = "22222222-2222-4222-8222-222222222222"
 
 SENTENCES = [
     "Foragers returned to the hive at dusk carrying pollen from the lime trees.",
@@ -288,7 +283,7 @@ async def http_session(url: str, key: str | None) -> AsyncIterator[ClientSession
 
 # -- the tests -----------------------------------------------------------------
 
-SHARED_SCHEMAS = Path(__file__).resolve().parent.parent.parent / "shared" / "schemas"
+SEED_GET_CHUNK = load_schema("get_chunk.output.json")
 SCHEMAS_ON = {"RESEARCHSTORE_OUTPUT_SCHEMAS": "1"}
 CORE = {name for name, tool in TOOLS.items() if tool.read_only and tool.profile == "core"}
 NAVIGATION = {
@@ -303,7 +298,6 @@ NAVIGATION = {
     "get_document",
     "get_document_chunks",
 }
-FORMATS = jsonschema.Draft202012Validator.FORMAT_CHECKER
 
 
 @pytest.fixture(scope="module")
@@ -334,12 +328,11 @@ def check_result(name: str, result: types.CallToolResult) -> dict[str, Any]:
         return structured
     jsonschema.validate(structured, output_schema(name), format_checker=FORMATS)
     seeds = {
-        "research_get_chunk": SHARED_SCHEMAS / "get_chunk.output.json",
-        "research_evidence_retrieve": SHARED_SCHEMAS / "evidence_retrieve.output.json",
+        "research_get_chunk": SEED_GET_CHUNK,
+        "research_evidence_retrieve": load_schema("evidence_retrieve.output.json"),
     }
-    if name in seeds and seeds[name].exists():
-        seed = json.loads(seeds[name].read_text())
-        jsonschema.validate(structured, seed, format_checker=FORMATS)
+    if name in seeds:
+        jsonschema.validate(structured, seeds[name], format_checker=FORMATS)
     if name in BARE_RESULTS:
         assert "result" not in structured and "error" not in structured
         return {"result": structured}
@@ -380,6 +373,7 @@ async def exercise(session: Any, sample: Sample, served: set[str]) -> int:
 # -- stdio ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_stdio_core_profile_lists_the_read_tools(sample: Sample) -> None:
     async def listing() -> list[types.Tool]:
         async with stdio_session(sample.db, profile="core") as session:
@@ -418,6 +412,7 @@ def test_stdio_core_profile_lists_the_read_tools(sample: Sample) -> None:
     )
 
 
+@pytest.mark.slow
 def test_stdio_full_profile_adds_ingest_and_lists_output_schemas(sample: Sample) -> None:
     async def listing() -> list[types.Tool]:
         async with stdio_session(sample.db, profile="full", env=SCHEMAS_ON) as session:
@@ -428,9 +423,7 @@ def test_stdio_full_profile_adds_ingest_and_lists_output_schemas(sample: Sample)
     for name, tool in listed.items():
         assert has_output_schema(name), f"{name} has no output schema in contracts.py"
         assert tool.outputSchema == output_schema(name)
-    seed = SHARED_SCHEMAS / "get_chunk.output.json"
-    if seed.exists():
-        assert listed["research_get_chunk"].outputSchema == json.loads(seed.read_text())
+    assert listed["research_get_chunk"].outputSchema == SEED_GET_CHUNK
     ingest = listed["ingest_file"]
     assert ingest.annotations is not None and ingest.annotations.readOnlyHint is False
     assert ingest.inputSchema["required"] == ["path"]
@@ -445,6 +438,7 @@ def test_stdio_full_profile_adds_ingest_and_lists_output_schemas(sample: Sample)
         ) == (False, False, True, True)
 
 
+@pytest.mark.slow
 def test_stdio_every_tool_with_good_and_bad_arguments(sample: Sample) -> None:
     async def run() -> int:
         # With output schemas listed, the SDK client validates every result too.
@@ -468,6 +462,7 @@ def test_stdio_get_chunk_is_seed_000(sample: Sample) -> None:
     assert miss == {"result": {"chunk": None}}
 
 
+@pytest.mark.slow
 def test_stdio_ingest_file(sample: Sample, tmp_path: Path) -> None:
     db = tmp_path / "copy.db"
     shutil.copy(sample.db, db)  # the index is rebuilt from the .db alone
@@ -510,6 +505,7 @@ def test_stdio_ingest_file(sample: Sample, tmp_path: Path) -> None:
 # -- HTTP ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_http_full_profile_lists_and_calls_every_tool(sample: Sample, http_url: str) -> None:
     async def run() -> tuple[set[str], dict[str, Any], int]:
         async with http_session(http_url, sample.keys["research"]) as session:
@@ -528,6 +524,7 @@ def test_http_full_profile_lists_and_calls_every_tool(sample: Sample, http_url: 
     assert made > 60
 
 
+@pytest.mark.slow
 def test_http_core_profile(sample: Sample, tmp_path: Path) -> None:
     async def listing(url: str) -> set[str]:
         async with http_session(url, sample.keys["reader"]) as session:
@@ -537,6 +534,7 @@ def test_http_core_profile(sample: Sample, tmp_path: Path) -> None:
         assert anyio.run(listing, url) == CORE
 
 
+@pytest.mark.slow
 def test_http_refuses_missing_wrong_and_revoked_keys(sample: Sample, http_url: str) -> None:
     initialize = {
         "jsonrpc": "2.0",
@@ -599,6 +597,7 @@ def test_http_refuses_missing_wrong_and_revoked_keys(sample: Sample, http_url: s
     assert refused.group_contains(httpx.HTTPStatusError, match="401 Unauthorized", depth=None)
 
 
+@pytest.mark.slow
 def test_http_scopes_and_workspaces(sample: Sample, http_url: str) -> None:
     async def run() -> dict[str, Any]:
         async with http_session(http_url, sample.keys["reader"]) as session:
@@ -628,15 +627,17 @@ def test_http_scopes_and_workspaces(sample: Sample, http_url: str) -> None:
     assert outcome["elsewhere"]["error"]["field"] == "workspace_id"
 
 
+@pytest.mark.slow
 def test_http_twenty_parallel_clients(sample: Sample, http_url: str) -> None:
     table = calls(sample)
     work = [(name, table[name][0][0]) for name in sorted(NAVIGATION)]
+    each = len(work)  # every client calls every navigation tool once
     outcomes: list[tuple[int, list[str]]] = []
 
-    async def client(number: int, deadline: float) -> None:
+    async def client(number: int) -> None:
         made, problems = 0, []
         async with http_session(http_url, sample.keys["research"]) as session:
-            while time.monotonic() < deadline:
+            while made < each:
                 name, arguments = work[(number + made) % len(work)]
                 result = await session.call_tool(name, arguments)
                 if result.isError:
@@ -645,15 +646,15 @@ def test_http_twenty_parallel_clients(sample: Sample, http_url: str) -> None:
         outcomes.append((made, problems))
 
     async def run() -> None:
-        deadline = time.monotonic() + 3
         async with anyio.create_task_group() as group:
             for number in range(20):
-                group.start_soon(client, number, deadline)
+                group.start_soon(client, number)
 
     anyio.run(run)
     assert len(outcomes) == 20
     assert [problem for _, problems in outcomes for problem in problems] == []
     assert all(made > 0 for made, _ in outcomes)
+    assert [made for made, _ in outcomes] == [each] * 20
 
 
 # -- principals and keys, in process -------------------------------------------

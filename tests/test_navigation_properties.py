@@ -21,6 +21,9 @@ from hypothesis import strategies as st
 from researchstore import Store
 from researchstore.index import count_tokens
 
+# Every example builds a store: the whole module runs with the slow tests.
+pytestmark = pytest.mark.slow
+
 SETTINGS = settings(
     max_examples=30,
     deadline=None,

@@ -1,10 +1,11 @@
 """The re-ingest job: readers never see a mixed report, crashes lose nothing.
 
-Most tests here use real processes: a reader hammering the tools while
-another process re-ingests, a child re-ingest killed (SIGKILL) at chosen
-points or at random times, a second run refused by the lock, the ``--every``
-loop stopped by SIGTERM. After each crash the store is reopened and checked
-against a simple model: report key -> document name -> the words of its text.
+Most tests here use real processes (``tests/programs``): a reader hammering
+the tools while another process re-ingests, a child re-ingest killed
+(SIGKILL) at chosen points or at random times, a second run refused by the
+lock, the ``--every`` loop stopped by SIGTERM. After each crash the store is
+reopened and checked against a simple model: report key -> document name ->
+the words of its text.
 """
 
 from __future__ import annotations
@@ -16,8 +17,6 @@ import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
-import textwrap
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import CLI, program, run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -39,7 +39,6 @@ Source = dict[str, dict[str, str]]
 #: report key -> document file name -> the words of its text, as stored
 Snapshot = dict[str, dict[str, list[str]]]
 
-CLI = "from researchstore.cli import main; main()"
 REPORT_DATE = "2026-05-04"
 
 
@@ -152,110 +151,7 @@ def assert_each_report_old_or_new(now: Snapshot, old: Snapshot, new: Snapshot) -
         )
 
 
-def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", CLI, *args], capture_output=True, text=True, timeout=timeout
-    )
-
-
 # -- a reader in another process never sees a mixed report -------------------
-
-READER = textwrap.dedent(
-    r"""
-    import json, os, random, re, sys, time
-    from researchstore import Store
-
-    MARK = re.compile(r"\bgen(\d+)\b")
-    db, stop, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
-    stats = {"calls": 0, "searches": 0, "searches_with_hits": 0, "gets_after_search": 0,
-             "get_misses": 0, "documents_read": 0, "document_misses": 0,
-             "neighbors_read": 0, "neighbor_misses": 0, "generations": set()}
-    problems = []
-    rng = random.Random(7)
-
-
-    def generations(*texts):
-        return {int(number) for text in texts for number in MARK.findall(text or "")}
-
-
-    def call(name, arguments):
-        stats["calls"] += 1
-        envelope = store.call(name, arguments)
-        if set(envelope) != {"result"}:
-            problems.append([name, arguments, envelope])
-            return None
-        return envelope["result"]
-
-
-    def one_generation(what, texts, wanted=None):
-        seen = generations(*texts)
-        if len(seen) != 1 or (wanted is not None and seen != {wanted}):
-            problems.append([what, sorted(seen), wanted])
-            return None
-        stats["generations"].update(seen)
-        return seen.pop()
-
-
-    store = Store(db, progress=False)
-    report_ids = [row[0] for row in store._conn.execute("SELECT report_id FROM reports")]
-    print("ready", flush=True)
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and not os.path.exists(stop):
-        result = call("research_chunk_search", {"query": "zebrafish", "limit": 50})
-        hits = result["hits"] if result is not None else []
-        stats["searches"] += 1
-        stats["searches_with_hits"] += bool(hits)
-        by_report = {}
-        for hit in hits:
-            by_report.setdefault(hit["report_id"], []).append(hit["text"])
-        for report_id, texts in by_report.items():
-            one_generation(["search", report_id], texts)
-        for hit in hits[:5]:
-            got = call("research_get_chunk", {"chunk_id": hit["chunk_id"]})
-            if got is None:
-                continue
-            stats["gets_after_search"] += 1
-            if got["chunk"] is None:
-                stats["get_misses"] += 1
-            elif got["chunk"]["text"] != hit["text"]:
-                problems.append(["get_chunk differs from its hit", hit["chunk_id"]])
-        report = call("research_get_report", {"report_id": rng.choice(report_ids)})
-        if report is None:
-            continue
-        report = report["report"]
-        if report is None or len(report["documents"]) != 2:
-            problems.append(["report", report])
-            continue
-        titles = [report["title"]] + [doc["title"] for doc in report["documents"]]
-        generation = one_generation(["report", report["report_id"]], titles)
-        for document in report["documents"]:
-            window = call("get_document_chunks", {"id": document["document_id"], "limit": 100})
-            if window is None:
-                continue
-            if not window["found"]:
-                stats["document_misses"] += 1
-                continue
-            stats["documents_read"] += 1
-            if window["total_chunks"] != len(window["chunks"]) or not window["chunks"]:
-                problems.append(["document window", window["total_chunks"],
-                                 len(window["chunks"])])
-                continue
-            one_generation(["document", document["document_id"]],
-                           [c["text"] for c in window["chunks"]], generation)
-            anchor = rng.choice(window["chunks"])["chunk_id"]
-            around = call("get_chunk_neighbors", {"id": anchor, "count": 100})
-            if around is None:
-                continue
-            if around["chunk"] is None:
-                stats["neighbor_misses"] += 1
-                continue
-            stats["neighbors_read"] += 1
-            texts = [c["text"] for c in [*around["prev"], around["chunk"], *around["next"]]]
-            one_generation(["neighbors", anchor], texts, generation)
-    stats["generations"] = sorted(stats["generations"])
-    print(json.dumps({"stats": stats, "problems": problems[:10]}), flush=True)
-    """
-)
 
 
 def write_generation(root: Path, keys: list[str], generation: int) -> None:
@@ -270,6 +166,7 @@ def write_generation(root: Path, keys: list[str], generation: int) -> None:
             write_file(folder / name, document_text(key, name, generation, paragraphs=8))
 
 
+@pytest.mark.slow
 def test_a_reader_in_another_process_never_sees_a_mixed_report(tmp_path: Path) -> None:
     root, db, stop = tmp_path / "source", tmp_path / "r.db", tmp_path / "stop"
     keys = [f"r{number}" for number in range(6)]
@@ -278,7 +175,7 @@ def test_a_reader_in_another_process_never_sees_a_mixed_report(tmp_path: Path) -
     with Store(db, progress=False, chunk_tokens=64) as store:
         store.ingest(root, name="gen")
         with subprocess.Popen(
-            [sys.executable, "-c", READER, str(db), str(stop), "30"],
+            [*program("reader"), str(db), str(stop), "30"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -341,75 +238,6 @@ def test_search_finds_a_modified_report_while_its_run_is_still_indexing(
 
 # -- SIGKILL at each point of a run, then reopen -----------------------------
 
-CHILD = textwrap.dedent(
-    """
-    import json, os, signal, sys
-    from researchstore import Store
-    from researchstore.index import SearchIndex
-    from researchstore import sync
-    from researchstore.ingest import pipeline, prepare, writer
-    from researchstore.reingest import reingest
-
-    db, point, nth, log = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-    batch_reports, index_commit_chunks = int(sys.argv[5]), int(sys.argv[6])
-    calls = 0
-
-
-    def count_and_maybe_die():
-        global calls
-        calls += 1
-        if calls == nth:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-
-    def patch(owner, name, *, die_after=False):
-        real = getattr(owner, name)
-
-        def patched(*args, **kwargs):
-            if not die_after:
-                count_and_maybe_die()
-            result = real(*args, **kwargs)
-            if die_after:
-                count_and_maybe_die()
-            return result
-
-        setattr(owner, name, patched)
-
-
-    real_flush = writer.ReportWriter.flush
-
-
-    def logged_flush(self):
-        # A batch logged here was committed to SQLite: it must never be lost.
-        keys = [prepared.source.key for prepared in self.batch]
-        real_flush(self)
-        with open(log, "a") as handle:
-            handle.write("".join(key + "\\n" for key in keys))
-
-
-    store = Store(db, progress=False)
-    writer.ReportWriter.flush = logged_flush
-    writer.BATCH_REPORTS = batch_reports
-    writer.INDEX_COMMIT_CHUNKS = index_commit_chunks
-    if point == "mid_batch":  # inside the batch's SQLite transaction
-        patch(writer.ReportWriter, "write_report")
-    elif point == "mid_removal":  # inside the removal's SQLite transaction
-        patch(writer, "retire_report_chunks")
-    elif point == "before_removal":
-        patch(pipeline, "remove_reports")
-    elif point == "before_index_commit":  # SQLite committed, the index not
-        patch(SearchIndex, "commit")
-    elif point == "before_sidecar":  # index committed, its sidecar not written
-        patch(sync, "write_sidecar")
-    elif point == "before_pending_deleted":  # sidecar written, pending rows kept
-        patch(sync, "write_sidecar", die_after=True)
-    print("ready", flush=True)
-    summaries = reingest(store)
-    store.close()
-    print(json.dumps([summary.to_dict() for summary in summaries]), flush=True)
-    """
-)
-
 
 def start_child(
     db: Path,
@@ -422,9 +250,7 @@ def start_child(
 ) -> subprocess.Popen[str]:
     child = subprocess.Popen(
         [
-            sys.executable,
-            "-c",
-            CHILD,
+            *program("crashing_reingest"),
             str(db),
             point,
             str(nth),
@@ -490,11 +316,16 @@ CRASH_POINTS = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("point", "nth", "index_commit_chunks", "must_be_new"),
-    CRASH_POINTS,
-    ids=[f"{case[0]}-{case[1]}-{case[2]}" for case in CRASH_POINTS],
-)
+# The first case (dead in the first batch) runs in the fast tier too; the others are slow.
+CRASH_CASES = [
+    pytest.param(
+        *case, id=f"{case[0]}-{case[1]}-{case[2]}", marks=() if n == 0 else pytest.mark.slow
+    )
+    for n, case in enumerate(CRASH_POINTS)
+]
+
+
+@pytest.mark.parametrize(("point", "nth", "index_commit_chunks", "must_be_new"), CRASH_CASES)
 def test_a_run_killed_at_any_point_is_finished_by_the_next(
     tmp_path: Path, point: str, nth: int, index_commit_chunks: int, must_be_new: set[str]
 ) -> None:
@@ -542,6 +373,7 @@ def big_document(key: str, name: str, version: int) -> str:
     return document_text(key, name, version, paragraphs=50)
 
 
+@pytest.mark.slow
 def test_kill_9_at_random_times_loses_nothing(tmp_path: Path) -> None:
     root, db, log = tmp_path / "source", tmp_path / "r.db", tmp_path / "committed.log"
     rng = random.Random(20260504)
@@ -635,6 +467,7 @@ ROUND = st.tuples(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rounds=st.lists(ROUND, min_size=1, max_size=4))
 def test_any_edits_runs_and_crashes_end_with_the_store_equal_to_the_source(
@@ -706,18 +539,8 @@ def test_any_edits_runs_and_crashes_end_with_the_store_equal_to_the_source(
 
 # -- one run at a time --------------------------------------------------------
 
-HOLDER = textwrap.dedent(
-    """
-    import sys
-    from researchstore import Store
 
-    with Store(sys.argv[1], progress=False) as store, store.writing():
-        print("holding", flush=True)
-        sys.stdin.readline()
-    """
-)
-
-
+@pytest.mark.slow
 def test_a_second_run_is_refused_while_another_process_holds_the_store(tmp_path: Path) -> None:
     root, db = tmp_path / "source", tmp_path / "r.db"
     source = crash_source(1)
@@ -727,7 +550,7 @@ def test_a_second_run_is_refused_while_another_process_holds_the_store(tmp_path:
     edited = crash_edit(source)
     sync_source(root, edited)
     with subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(db)],
+        [*program("lock_holder"), str(db)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -754,6 +577,7 @@ def test_a_second_run_is_refused_while_another_process_holds_the_store(tmp_path:
 # -- a broken report fails alone ----------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("broken", ["invalid_json", "duplicate_id", "existing_turns_invalid"])
 def test_one_broken_report_fails_alone_and_the_cli_exits_1(tmp_path: Path, broken: str) -> None:
     root, db = tmp_path / "source", tmp_path / "r.db"
@@ -901,6 +725,7 @@ def test_replaced_ids_miss_and_resolve_to_where_their_text_lives_now(tmp_path: P
         assert_sound(store)
 
 
+@pytest.mark.slow
 def test_the_forwarding_record_is_pruned_after_the_retention(tmp_path: Path) -> None:
     root, db = tmp_path / "source", tmp_path / "r.db"
     source = {"edit": {"notes.txt": paragraphs_text("edit", 3)}}
@@ -1025,6 +850,7 @@ def test_an_unknown_source_name_is_invalid_input(filled_store: Store) -> None:
 # -- the schedule: --every and durations ----------------------------------------
 
 
+@pytest.mark.slow
 def test_every_runs_again_and_again_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     root, db = tmp_path / "source", tmp_path / "r.db"
     source = {key: {"a.txt": document_text(key, "a.txt", 1)} for key in ("e0", "e1")}
@@ -1032,7 +858,7 @@ def test_every_runs_again_and_again_and_stops_cleanly_on_sigterm(tmp_path: Path)
     with Store(db, progress=False) as store:
         store.ingest(root, name="every")
     with subprocess.Popen(
-        [sys.executable, "-c", CLI, "reingest", str(db), "--every", "1s"],
+        [*CLI, "reingest", str(db), "--every", "1s"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -1072,19 +898,42 @@ def test_every_runs_again_and_again_and_stops_cleanly_on_sigterm(tmp_path: Path)
         assert_sound(store)
 
 
+class InstantStop(threading.Event):
+    """A stop event whose waits return at once; each wait is written down in order."""
+
+    def __init__(self, log: list[tuple[str, float | None, bool]]) -> None:
+        super().__init__()
+        self.log = log
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.log.append(("wait", timeout, self.is_set()))
+        return self.is_set()
+
+
 def test_run_every_stops_between_runs_on_sigterm() -> None:
     before = signal.getsignal(signal.SIGTERM)
-    runs: list[float] = []
+    log: list[tuple[str, float | None, bool]] = []
+    runs: list[int] = []  # where each run stands in the log
 
     def run_once() -> None:
-        runs.append(time.monotonic())
+        runs.append(len(log))
+        log.append(("run", None, False))
         if len(runs) == 2:
             os.kill(os.getpid(), signal.SIGTERM)  # handled: ends the loop after this run
 
-    started = time.monotonic()
-    run_every(0.05, run_once)
-    assert len(runs) == 2 and runs[1] - runs[0] >= 0.045
-    assert time.monotonic() - started < 5
+    interval = 3600.0  # never slept: the waits return at once and are looked at
+    run_every(interval, run_once, stop=InstantStop(log))
+    assert len(runs) == 2 and runs == [0, 2]
+    # Run, wait the interval (less the run's own time), run; the SIGTERM during
+    # the second run ends the loop at its wait, before a third run.
+    assert [(what, stopped) for what, _, stopped in log] == [
+        ("run", False),
+        ("wait", False),
+        ("run", False),
+        ("wait", True),
+    ]
+    first_wait = log[1][1]
+    assert first_wait is not None and 0 < first_wait <= interval
     assert signal.getsignal(signal.SIGTERM) == before
 
 

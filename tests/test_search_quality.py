@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import write_report
+from helpers import write_report
 
 from researchstore import Store
 from researchstore.index import INDEX_SCHEMA_VERSION, analyze, count_tokens

@@ -6,12 +6,10 @@ import json
 import shutil
 import sqlite3
 import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import long_text, write_report
+from helpers import long_text, program, write_report
 
 from researchstore import Store, StoreLocked
 from researchstore.check import check_store
@@ -133,22 +131,6 @@ def test_an_index_ahead_of_the_store_is_rebuilt(tmp_path: Path, source_dir: Path
         assert json.loads(sidecar.read_text())["applied_seq"] == data["applied_seq"]
 
 
-CRASH_AFTER_SQLITE_COMMIT = textwrap.dedent(
-    """
-    import os, sys
-    from researchstore import Store
-    from researchstore.index import SearchIndex
-
-    def die(self):  # the process dies before the index commit lands
-        os._exit(9)
-
-    SearchIndex.commit = die
-    store = Store(sys.argv[1], progress=False)
-    store.ingest(sys.argv[2], name="field")
-    """
-)
-
-
 def test_a_crash_between_sqlite_and_index_commit_is_repaired_on_open(
     tmp_path: Path, source_dir: Path
 ) -> None:
@@ -156,7 +138,7 @@ def test_a_crash_between_sqlite_and_index_commit_is_repaired_on_open(
     with Store(db, progress=False):
         pass
     result = subprocess.run(
-        [sys.executable, "-c", CRASH_AFTER_SQLITE_COMMIT, str(db), str(source_dir)],
+        [*program("crash_writer"), str(db), str(source_dir)],
         capture_output=True,
         text=True,
         timeout=120,

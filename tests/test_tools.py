@@ -11,27 +11,15 @@ import json
 import re
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
+from helpers import load_schema, long_text, ok, validator, write_report
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from researchstore import TOOLS, Store
-
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
-GET_CHUNK_SCHEMA = SHARED / "schemas" / "get_chunk.output.json"
-
-SENTENCES = [
-    "Foragers returned to the hive at dusk carrying pollen from the lime trees.",
-    "Varroa mite counts rose sharply after the second brood cycle in June.",
-    "The colony was treated with oxalic acid once the brood had capped.",
-    "Students logged hive weight every morning on a shared spreadsheet.",
-    "Dissolved oxygen in the river fell below five milligrams per litre in August.",
-    "Nitrate runoff from the fields peaked after the first autumn storm.",
-]
 
 SEARCH_HIT_KEYS = {
     "chunk_id",
@@ -65,25 +53,6 @@ UNKNOWN = "00000000-0000-7000-8000-000000000000"
 # -- the store these tests read ------------------------------------------------
 
 
-def paragraphs(count: int, *, seed: int = 0) -> str:
-    out = []
-    for number in range(count):
-        sentences = [
-            f"{SENTENCES[(number + seed + k) % len(SENTENCES)]} Note {number}.{k}."
-            for k in range(6)
-        ]
-        out.append(" ".join(sentences))
-    return "\n\n".join(out)
-
-
-def write_report(root: Path, key: str, meta: dict[str, Any], files: dict[str, str]) -> None:
-    folder = root / key
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "report.json").write_text(json.dumps(meta))
-    for name, text in files.items():
-        (folder / name).write_text(text)
-
-
 HTML_PAGE = """<!DOCTYPE html>
 <html lang="en"><head><title>Churchyard lichens</title></head>
 <body><main><h1>Churchyard lichens</h1>
@@ -109,22 +78,18 @@ def tool_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
     write_report(
         alpha,
         "field/2026/bees",
-        {
-            "title": "Bee colony survey",
-            "date": "2026-03-14",
-            "tags": {"audience": "students", "season": "spring"},
-        },
-        {"notes.txt": paragraphs(30)},
+        title="Bee colony survey",
+        date="2026-03-14",
+        tags={"audience": "students", "season": "spring"},
+        files={"notes.txt": long_text(30)},
     )
     write_report(
         alpha,
         "field/2025/river",
-        {
-            "title": "River water quality",
-            "date": "2025-09-02",
-            "tags": {"audience": "public", "season": "autumn"},
-        },
-        {"summary.txt": paragraphs(12, seed=4)},
+        title="River water quality",
+        date="2025-09-02",
+        tags={"audience": "public", "season": "autumn"},
+        files={"summary.txt": long_text(12, seed=4)},
     )
     (alpha / "misc").mkdir(parents=True)
     (alpha / "misc" / "memo.txt").write_text(
@@ -140,12 +105,10 @@ def tool_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
     write_report(
         beta,
         "garden/compost",
-        {
-            "title": "Compost trial",
-            "date": "2024-09-18",
-            "tags": {"audience": "public", "season": "autumn"},
-        },
-        {
+        title="Compost trial",
+        date="2024-09-18",
+        tags={"audience": "public", "season": "autumn"},
+        files={
             "trial.txt": "Vermicompost beds fed the pollinator strip.\n\n"
             "Varroa were not part of this trial at all."
         },
@@ -154,11 +117,6 @@ def tool_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
         store.ingest(alpha, name="alpha")
         store.ingest(beta, name="beta")
         yield store
-
-
-def ok(envelope: dict[str, Any]) -> Any:
-    assert set(envelope) == {"result"}, envelope
-    return envelope["result"]
 
 
 def assert_invalid(envelope: dict[str, Any], field: str | None) -> None:
@@ -201,17 +159,9 @@ def bees(tool_store: Store) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def get_chunk_validator() -> jsonschema.protocols.Validator | None:
-    if not GET_CHUNK_SCHEMA.is_file():
-        return None
-    schema = json.loads(GET_CHUNK_SCHEMA.read_text())
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    return cls(schema, format_checker=cls.FORMAT_CHECKER)
-
-
-def validate_get_chunk(validator: Any, envelope: dict[str, Any]) -> None:
-    if validator is not None:  # ../shared is absent outside the workspace
-        validator.validate(envelope)
+def get_chunk_validator() -> Any:
+    """Seed 000's output schema of ``research_get_chunk``, from ``tests/schemas``."""
+    return validator(load_schema("get_chunk.output.json"))
 
 
 def test_get_chunk_hit_is_exactly_the_seed_shape(
@@ -219,7 +169,7 @@ def test_get_chunk_hit_is_exactly_the_seed_shape(
 ) -> None:
     chunk_id = bees["chunks"][3]["chunk_id"]
     envelope = tool_store.call("research_get_chunk", {"chunk_id": chunk_id})
-    validate_get_chunk(get_chunk_validator, envelope)
+    get_chunk_validator.validate(envelope)
     chunk = ok(envelope)["chunk"]
     assert set(ok(envelope)) == {"chunk"}
     assert set(chunk) == {"report_id", "title", "date", "score", "text", "chunk_id"}
@@ -240,7 +190,7 @@ def test_get_chunk_hit_round_trips_every_search_hit(
     assert hits
     for hit in hits:
         envelope = tool_store.call("research_get_chunk", {"chunk_id": hit["chunk_id"]})
-        validate_get_chunk(get_chunk_validator, envelope)
+        get_chunk_validator.validate(envelope)
         chunk = ok(envelope)["chunk"]
         assert chunk is not None
         assert (chunk["report_id"], chunk["title"], chunk["date"], chunk["text"]) == (
@@ -256,7 +206,7 @@ def test_get_chunk_miss_is_a_result_not_an_error(
     tool_store: Store, get_chunk_validator: Any, chunk_id: str
 ) -> None:
     envelope = tool_store.call("research_get_chunk", {"chunk_id": chunk_id})
-    validate_get_chunk(get_chunk_validator, envelope)
+    get_chunk_validator.validate(envelope)
     assert envelope == {"result": {"chunk": None}}
 
 
@@ -267,7 +217,7 @@ def test_get_chunk_refusals_validate_against_the_seed_schema(
     tool_store: Store, get_chunk_validator: Any, arguments: dict[str, Any]
 ) -> None:
     envelope = tool_store.call("research_get_chunk", arguments)
-    validate_get_chunk(get_chunk_validator, envelope)
+    get_chunk_validator.validate(envelope)
     assert_invalid(envelope, "chunk_id")
 
 
@@ -1172,9 +1122,7 @@ def test_every_edge_case_envelope_matches_the_published_output_schema(
         if name not in TOOLS or not has_output_schema(name):
             continue
         envelope = tool_store.call(name, arguments)
-        schema = output_schema(name)
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        errors = list(cls(schema, format_checker=cls.FORMAT_CHECKER).iter_errors(envelope))
+        errors = list(validator(output_schema(name)).iter_errors(envelope))
         assert not errors, (name, arguments, [error.message for error in errors[:3]])
         checked += 1
     assert checked >= 25

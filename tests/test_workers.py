@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import long_text, write_report
+from helpers import long_text, write_report
 
 from researchstore import Store
 from researchstore.ingest import workers

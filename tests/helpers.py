@@ -1,0 +1,424 @@
+"""What the test modules share: paths, sources on disk, child programs, contracts, a site.
+
+``conftest.py`` holds the fixtures and builds them from what is here; test
+modules import from this module, never from ``conftest`` or from each other.
+
+The site is a real HTTPS server on loopback (``HttpsServer``): a threaded
+``http.server`` wrapped in TLS with a certificate ``trustme`` makes here.
+Its policy lets ``127.0.0.1/32`` through explicitly and resolves the test
+names (``evidence.test``...) to it with a static resolver, so the fetcher's
+name-based checks, SNI and ``Host`` are real.
+"""
+
+from __future__ import annotations
+
+import gzip
+import ipaddress
+import json
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import trustme
+
+from researchstore.fetch import FetchPolicy, static_resolver
+
+# -- paths ---------------------------------------------------------------------
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+FIXTURE_SOURCE = ROOT / "fixtures" / "source"
+#: The child programs that tests run in their own processes.
+PROGRAMS = TESTS / "programs"
+#: The seeds' JSON Schemas, copied from the workspace's ``shared/schemas``.
+SCHEMAS = TESTS / "schemas"
+
+# -- sources on disk -----------------------------------------------------------
+
+PARAGRAPHS = [
+    "Foragers returned to the hive at dusk carrying pollen from the lime trees.",
+    "Varroa mite counts rose sharply after the second brood cycle in June.",
+    "The colony was treated with oxalic acid once the brood had capped.",
+    "Students logged hive weight every morning on a shared spreadsheet.",
+    "Dissolved oxygen in the river fell below five milligrams per litre in August.",
+    "Nitrate runoff from the fields peaked after the first autumn storm.",
+]
+
+
+def write_report(
+    root: Path,
+    key: str,
+    *,
+    title: str,
+    date: str,
+    tags: dict[str, str],
+    files: dict[str, str],
+) -> Path:
+    """A report directory with report.json and the given document files."""
+    folder = root / key
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "report.json").write_text(json.dumps({"title": title, "date": date, "tags": tags}))
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return folder
+
+
+def long_text(paragraphs: int, *, seed: int = 0) -> str:
+    """Paragraphs of distinct sentences, enough for several chunks."""
+    out = []
+    for number in range(paragraphs):
+        sentences = [
+            f"{PARAGRAPHS[(number + seed + k) % len(PARAGRAPHS)]} Note {number}.{k}."
+            for k in range(6)
+        ]
+        out.append(" ".join(sentences))
+    return "\n\n".join(out)
+
+
+# -- tool envelopes --------------------------------------------------------------
+
+WORKSPACE = "11111111-1111-4111-8111-111111111111"
+OTHER_WORKSPACE = "22222222-2222-4222-8222-222222222222"
+
+
+def ok(envelope: dict[str, Any]) -> Any:
+    """The result of an envelope that must be a success."""
+    assert set(envelope) == {"result"}, envelope
+    return envelope["result"]
+
+
+# -- child programs ------------------------------------------------------------
+
+
+def program(name: str) -> list[str]:
+    """The command line that runs ``tests/programs/<name>.py`` with this interpreter."""
+    path = PROGRAMS / f"{name}.py"
+    assert path.is_file(), path
+    return [sys.executable, str(path)]
+
+
+#: ``researchstore`` as a fresh clone can start it: no console script needed.
+CLI = program("cli")
+
+
+def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``researchstore ARGS...`` in a child process, its output captured."""
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout)
+
+
+# -- contracts -----------------------------------------------------------------
+
+FORMATS = jsonschema.Draft202012Validator.FORMAT_CHECKER
+
+
+def load_schema(name: str) -> dict[str, Any]:
+    """A seed's JSON Schema from ``tests/schemas`` (``get_chunk.output.json``...)."""
+    schema: dict[str, Any] = json.loads((SCHEMAS / name).read_text())
+    return schema
+
+
+def validator(schema: dict[str, Any]) -> Any:
+    """A validator for the schema's own draft (2020-12 if it names none), formats checked."""
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+# -- an HTTPS site on loopback ---------------------------------------------------
+
+NAMES = ("evidence.test", "other.test", "www.youtube.com", "127.0.0.1")
+LOOPBACK = (ipaddress.ip_network("127.0.0.1/32"),)
+
+Route = Callable[["Handler"], None]
+
+
+def page(title: str, body: str, *, lang: str = "en", head: str = "") -> bytes:
+    return (
+        f'<!doctype html><html lang="{lang}"><head><title>{title}</title>'
+        f'<meta name="description" content="About {title.lower()}.">{head}</head>'
+        f"<body><nav><a href='/'>Home</a></nav><main>{body}</main>"
+        "<footer>Footer links</footer></body></html>"
+    ).encode()
+
+
+ARTICLE = page(
+    "Hive survey",
+    "<h1>Hive survey</h1><p>Varroa mite counts rose sharply after the second brood cycle.</p>"
+    "<p>The colony was treated with oxalic acid once the brood had capped.</p>",
+)
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: HttpsServer
+    protocol_version = "HTTP/1.0"
+
+    def do_GET(self) -> None:
+        path = self.path.split("?")[0]
+        self.server.requests.append((self.headers.get("Host", ""), path))
+        route = self.server.routes.get(path)
+        if route is None:
+            self.send_bytes(b"<p>nothing here</p>", status=404)
+            return
+        try:
+            route(self)
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+            pass  # the client gave up (deadline, cancel, limit): expected
+
+    def send_bytes(
+        self,
+        body: bytes,
+        *,
+        status: int = 200,
+        content_type: str = "text/html; charset=utf-8",
+        headers: dict[str, str] | None = None,
+        length: int | None = None,
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body) if length is None else length))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class HttpsServer(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, context: ssl.SSLContext) -> None:
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.context = context
+        self.routes: dict[str, Route] = {}
+        self.requests: list[tuple[str, str]] = []
+        self.server_names: list[str | None] = []
+        context.sni_callback = self._sni
+
+    def _sni(self, sock: ssl.SSLSocket, name: str | None, context: ssl.SSLContext) -> None:
+        self.server_names.append(name)
+
+    def get_request(self) -> tuple[Any, Any]:
+        sock, address = self.socket.accept()
+        sock.settimeout(10)
+        # The handshake runs in the handler's thread, not in the accept loop.
+        return self.context.wrap_socket(
+            sock, server_side=True, do_handshake_on_connect=False
+        ), address
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        try:
+            request.do_handshake()
+        except (ssl.SSLError, OSError):
+            return
+        super().finish_request(request, client_address)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that went away mid-response is part of these tests
+
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
+
+    def url(self, path: str, host: str = "evidence.test") -> str:
+        return f"https://{host}:{self.port}{path}"
+
+
+@dataclass
+class Site:
+    """A running server, the CA that signed it and a policy that may reach it."""
+
+    server: HttpsServer
+    ca: trustme.CA
+    client_context: ssl.SSLContext
+    policy: FetchPolicy
+    ca_file: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def url(self, path: str, host: str = "evidence.test") -> str:
+        return self.server.url(path, host)
+
+    def route(self, path: str) -> Callable[[Route], Route]:
+        def add(function: Route) -> Route:
+            self.server.routes[path] = function
+            return function
+
+        return add
+
+    def requests_for(self, path: str) -> int:
+        return sum(1 for _, seen in self.server.requests if seen == path)
+
+
+def static(body: bytes, **options: Any) -> Route:
+    return lambda handler: handler.send_bytes(body, **options)
+
+
+def redirect(location: str | Callable[[], str], status: int = 302) -> Route:
+    def send(handler: Handler) -> None:
+        target = location() if callable(location) else location
+        handler.send_bytes(b"", status=status, headers={"Location": target})
+
+    return send
+
+
+def drip(handler: Handler) -> None:
+    """Headers at once, then one byte every 50 ms for up to 10 s."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", "text/html")
+    handler.end_headers()
+    handler.wfile.flush()
+    for _ in range(200):
+        handler.wfile.write(b" ")
+        handler.wfile.flush()
+        time.sleep(0.05)
+
+
+class Drip:
+    """A route like ``drip`` that records how it ended.
+
+    Headers at once, then one byte at a time, ``pause`` seconds apart, until
+    the client goes away or ``limit`` bytes are out. ``on_byte(sent)`` runs
+    after each byte: a test moves a clock or sets a cancel event there.
+    """
+
+    def __init__(
+        self,
+        *,
+        limit: int = 200,
+        pause: float = 0.05,
+        on_byte: Callable[[int], object] | None = None,
+    ) -> None:
+        self.limit = limit
+        self.pause = pause
+        self.on_byte = on_byte
+        self.sent = 0
+        self.client_left = False
+        #: Set once the response has ended, either way.
+        self.done = threading.Event()
+
+    def __call__(self, handler: Handler) -> None:
+        try:
+            handler.send_response(200)
+            handler.send_header("Content-Type", "text/html")
+            handler.end_headers()
+            handler.wfile.flush()
+            while self.sent < self.limit:
+                handler.wfile.write(b" ")
+                handler.wfile.flush()
+                self.sent += 1
+                if self.on_byte is not None:
+                    self.on_byte(self.sent)
+                time.sleep(self.pause)
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+            self.client_left = True
+        finally:
+            self.done.set()
+
+
+def endless(handler: Handler) -> None:
+    """A body without a length that never stops on its own (8 MiB at most)."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", "text/html")
+    handler.end_headers()
+    block = b"<p>" + b"x" * 65_000 + b"</p>"
+    for _ in range(128):
+        handler.wfile.write(block)
+
+
+def truncated(handler: Handler) -> None:
+    """Declares 100,000 bytes, sends a page's worth and closes."""
+    body = page("Cut short", "<p>" + "The first half arrived intact. " * 60 + "</p>")
+    handler.send_bytes(body, length=100_000)
+
+
+BOMB = gzip.compress(b" " * (40 * 1024 * 1024), compresslevel=9)
+
+
+def install_routes(site: Site) -> None:
+    routes = site.server.routes
+    routes.update(
+        {
+            "/page.html": static(ARTICLE),
+            "/gzip.html": static(gzip.compress(ARTICLE), headers={"Content-Encoding": "gzip"}),
+            "/deflate.html": static(
+                zlib.compress(ARTICLE)[2:-4], headers={"Content-Encoding": "deflate"}
+            ),
+            "/brotli.html": static(b"\x0b\x02\x80hello\x03", headers={"Content-Encoding": "br"}),
+            "/bomb.html": static(BOMB, headers={"Content-Encoding": "gzip"}),
+            "/declared-huge.html": static(b"", length=1_000_000_000),
+            "/endless.html": endless,
+            "/slow.html": drip,
+            "/truncated.html": truncated,
+            "/401": static(b"no", status=401, headers={"WWW-Authenticate": "Basic"}),
+            "/403": static(b"no", status=403),
+            "/404": static(b"no", status=404),
+            "/410": static(b"gone", status=410),
+            "/429": static(b"slow down", status=429, headers={"Retry-After": "120"}),
+            "/429-date": static(
+                b"slow down", status=429, headers={"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}
+            ),
+            "/500": static(b"oops", status=500),
+            "/503": static(b"later", status=503, headers={"Retry-After": "30"}),
+            "/to-page": redirect("/page.html"),
+            "/hop-1": redirect("/hop-2", 301),
+            "/hop-2": redirect("/hop-3", 307),
+            "/hop-3": redirect("/page.html", 308),
+            "/loop": redirect("/loop"),
+            "/to-http": redirect(lambda: f"http://evidence.test:{site.server.port}/page.html"),
+            "/to-localhost": redirect(lambda: f"https://localhost:{site.server.port}/page.html"),
+            "/to-private": redirect(lambda: f"https://private.test:{site.server.port}/page.html"),
+            "/to-other": redirect(lambda: f"https://other.test:{site.server.port}/page.html"),
+        }
+    )
+
+
+@contextmanager
+def serve_site() -> Iterator[Site]:
+    """The HTTPS server on a free loopback port, with every route above installed."""
+    ca = trustme.CA()
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert(*NAMES).configure_cert(server_context)
+    client_context = ssl.create_default_context()
+    ca.configure_trust(client_context)
+    server = HttpsServer(server_context)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
+    thread.start()
+    resolver = static_resolver(
+        {
+            "evidence.test": ["127.0.0.1"],
+            "other.test": ["127.0.0.1"],
+            "www.youtube.com": ["127.0.0.1"],
+            "nocert.test": ["127.0.0.1"],
+            "private.test": ["10.0.0.7"],
+        },
+        None,
+    )
+    policy = FetchPolicy(
+        allowed_networks=LOOPBACK,
+        resolver=resolver,
+        ssl_context=client_context,
+        timeout_s=5,
+        max_bytes=1_000_000,
+    )
+    with ca.cert_pem.tempfile() as ca_file:
+        site = Site(server, ca, client_context, policy, ca_file=ca_file)
+        install_routes(site)
+        try:
+            yield site
+        finally:
+            server.shutdown()
+            server.server_close()
+            thread.join(5)
