@@ -29,19 +29,40 @@ def heading_path(stored: str | None) -> list[str]:
     return list(_decoded_path(stored)) if stored else []
 
 
-def _chunk(row: sqlite3.Row) -> dict[str, Any]:
+def _chunk(row: Sequence[Any]) -> dict[str, Any]:
+    """A chunk from the first columns of a ``_CHUNK_COLUMNS`` row (a plain tuple)."""
+    (
+        chunk_id,
+        document_id,
+        report_id,
+        position,
+        text,
+        token_count,
+        status,
+        stored_path,
+        start_ms,
+        end_ms,
+    ) = row[:10]
     return {
-        "chunk_id": row["chunk_id"],
-        "document_id": row["document_id"],
-        "report_id": row["report_id"],
-        "position": row["position"],
-        "text": row["text"],
-        "token_count": row["token_count"],
-        "status": row["status"],
-        "heading_path": heading_path(row["heading_path"]),
-        "start_ms": row["start_ms"],
-        "end_ms": row["end_ms"],
+        "chunk_id": chunk_id,
+        "document_id": document_id,
+        "report_id": report_id,
+        "position": position,
+        "text": text,
+        "token_count": token_count,
+        "status": status,
+        "heading_path": heading_path(stored_path),
+        "start_ms": start_ms,
+        "end_ms": end_ms,
     }
+
+
+def _tuples(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+    """Rows as plain tuples, for the queries that return many rows and unpack them
+    by name (``sqlite3.Row`` costs a lookup per column read, measurable there)."""
+    cursor = conn.cursor()
+    cursor.row_factory = None
+    return cursor.execute(sql, params)
 
 
 def chunk_rows(
@@ -50,10 +71,10 @@ def chunk_rows(
     """Chunks (navigation shape) matching an SQL condition on ``c``/``d``."""
     columns = _CHUNK_COLUMNS + (", c.char_start, c.char_end" if with_span else "")
     out = []
-    for row in conn.execute(f"SELECT {columns} {_CHUNK_FROM} WHERE {where}", params):
+    for row in _tuples(conn, f"SELECT {columns} {_CHUNK_FROM} WHERE {where}", params):
         chunk = _chunk(row)
         if with_span:
-            chunk["char_start"], chunk["char_end"] = row["char_start"], row["char_end"]
+            *_, chunk["char_start"], chunk["char_end"] = row
         out.append(chunk)
     return out
 
@@ -80,10 +101,10 @@ def get_chunk(conn: sqlite3.Connection, chunk_id: str) -> dict[str, Any] | None:
 def get_chunks(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, Any]:
     unique = list(dict.fromkeys(ids))
     marks = ",".join("?" * len(unique))
-    rows = conn.execute(
-        f"SELECT {_CHUNK_COLUMNS} {_CHUNK_FROM} WHERE c.chunk_id IN ({marks})", unique
-    ).fetchall()
-    by_id = {row["chunk_id"]: _chunk(row) for row in rows}
+    rows = _tuples(
+        conn, f"SELECT {_CHUNK_COLUMNS} {_CHUNK_FROM} WHERE c.chunk_id IN ({marks})", unique
+    )
+    by_id = {chunk["chunk_id"]: chunk for chunk in map(_chunk, rows)}
     return {
         "chunks": [by_id[chunk_id] for chunk_id in ids if chunk_id in by_id],
         "not_found": [chunk_id for chunk_id in unique if chunk_id not in by_id],
@@ -110,7 +131,7 @@ def _walk(
             f"SELECT {_CHUNK_COLUMNS} {_CHUNK_FROM} WHERE c.document_rowid = ? "
             "AND c.position < ? AND c.status = 'ok' ORDER BY c.position DESC LIMIT ?"
         )
-    chunks = [_chunk(row) for row in conn.execute(sql, (document_rowid, position, count))]
+    chunks = [_chunk(row) for row in _tuples(conn, sql, (document_rowid, position, count))]
     if not forward:
         chunks.reverse()
     return chunks
@@ -126,15 +147,18 @@ def get_chunk_walk(
 
 
 def get_chunk_neighbors(conn: sqlite3.Connection, chunk_id: str, count: int) -> dict[str, Any]:
-    row = conn.execute(
+    row = _tuples(
+        conn,
         f"SELECT {_CHUNK_COLUMNS}, c.document_rowid {_CHUNK_FROM} WHERE c.chunk_id = ?",
         (chunk_id,),
     ).fetchone()
     if row is None:
         return {"chunk": None, "prev": [], "next": []}
-    document_rowid, position = row["document_rowid"], row["position"]
+    *_, document_rowid = row
+    chunk = _chunk(row)
+    position = chunk["position"]
     return {
-        "chunk": _chunk(row),
+        "chunk": chunk,
         "prev": _walk(conn, document_rowid, position, count, forward=False),
         "next": _walk(conn, document_rowid, position, count, forward=True),
     }
@@ -208,41 +232,65 @@ _DOCUMENT_COLUMNS = (
 )
 
 
-def _document(row: sqlite3.Row) -> dict[str, Any]:
+def _document(row: Sequence[Any]) -> dict[str, Any]:
+    """A document from a ``_DOCUMENT_COLUMNS`` row (a plain tuple)."""
+    (
+        _rowid,
+        document_id,
+        report_id,
+        path,
+        name,
+        kind,
+        title,
+        description,
+        language,
+        date,
+        status,
+        reason,
+        skipped,
+        chunk_count,
+        token_count,
+        created_at,
+        encoding,
+    ) = row
     return {
-        "document_id": row["document_id"],
-        "report_id": row["report_id"],
-        "path": row["path"],
-        "name": row["name"],
-        "kind": row["kind"],
-        "title": row["title"],
-        "description": row["description"],
-        "language": row["language"],
-        "date": row["date"],
-        "status": row["status"],
-        "reason": row["reason"],
-        "skipped": json.loads(row["skipped"]) if row["skipped"] else [],
-        "total_chunks": row["chunk_count"],
-        "token_count": row["token_count"],
-        "created_at": row["created_at"],
-        "encoding": row["encoding"],
+        "document_id": document_id,
+        "report_id": report_id,
+        "path": path,
+        "name": name,
+        "kind": kind,
+        "title": title,
+        "description": description,
+        "language": language,
+        "date": date,
+        "status": status,
+        "reason": reason,
+        "skipped": json.loads(skipped) if skipped else [],
+        "total_chunks": chunk_count,
+        "token_count": token_count,
+        "created_at": created_at,
+        "encoding": encoding,
     }
 
 
 def get_document(conn: sqlite3.Connection, document_id: str) -> dict[str, Any] | None:
-    row = conn.execute(
-        f"SELECT {_DOCUMENT_COLUMNS} FROM documents d WHERE d.document_id = ?", (document_id,)
+    row = _tuples(
+        conn, f"SELECT {_DOCUMENT_COLUMNS} FROM documents d WHERE d.document_id = ?", (document_id,)
     ).fetchone()
     if row is None:
         return None
     document = _document(row)
+    document_rowid, *_ = row
+    skeleton = conn.cursor()
+    skeleton.row_factory = None  # plain tuples, unpacked by name: a skeleton can be long
+    skeleton.execute(
+        "SELECT chunk_id, position, token_count, status FROM chunks "
+        "WHERE document_rowid = ? ORDER BY position",
+        (document_rowid,),
+    )
     document["chunks"] = [
-        dict(chunk)
-        for chunk in conn.execute(
-            "SELECT chunk_id, position, token_count, status FROM chunks "
-            "WHERE document_rowid = ? ORDER BY position",
-            (row["id"],),
-        )
+        {"chunk_id": chunk_id, "position": position, "token_count": tokens, "status": status}
+        for chunk_id, position, tokens, status in skeleton
     ]
     return document
 
@@ -263,7 +311,8 @@ def get_document_chunks(
         }
     chunks = [
         _chunk(r)
-        for r in conn.execute(
+        for r in _tuples(
+            conn,
             f"SELECT {_CHUNK_COLUMNS} {_CHUNK_FROM} WHERE c.document_rowid = ? "
             "AND c.position >= ? ORDER BY c.position LIMIT ?",
             (row["id"], start, limit),
@@ -289,7 +338,8 @@ def get_report(conn: sqlite3.Connection, report_id: int) -> dict[str, Any] | Non
         return None
     documents = [
         _document(r)
-        for r in conn.execute(
+        for r in _tuples(
+            conn,
             f"SELECT {_DOCUMENT_COLUMNS} FROM documents d WHERE d.report_id = ? ORDER BY d.path",
             (report_id,),
         )
