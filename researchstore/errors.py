@@ -10,10 +10,16 @@
 The tool layer turns them into ``{"error": {...}}`` envelopes, the CLI into
 messages and exit codes, the MCP server into ``isError`` results. An envelope
 keeps only the ``code``; ``EXIT_CODES`` maps it back to an exit code.
+
+Outside the tree, ``Interrupted`` (a ``KeyboardInterrupt``) is the work being
+stopped by SIGINT or SIGTERM: never a tool's answer, and never caught by an
+``except Exception``. It leaves the command line with the shell's code for
+the signal (130, 143).
 """
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Mapping
 from typing import Any
 
@@ -74,6 +80,20 @@ class StoreLocked(UpstreamUnavailable):
 
 class StoreClosed(ResearchStoreError):
     """The ``Store`` was closed; open a new one to go on."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM stopped the work where it was; what was committed stays."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        self.signal_name = signal.Signals(signum).name
+        super().__init__(f"interrupted by {self.signal_name}")
+
+    @property
+    def exit_code(self) -> int:
+        """What a shell reports for a process the signal ended: 128 + its number."""
+        return 128 + self.signum
 
 
 def _exit_codes() -> dict[str, int]:

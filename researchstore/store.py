@@ -27,7 +27,7 @@ from researchstore.sync import IndexSync
 
 if TYPE_CHECKING:
     from researchstore.evidence.config import RetrievalConfig
-    from researchstore.ingest.summary import IngestSummary
+    from researchstore.ingest.summary import EventListener, IngestSummary
 
 #: The store's derived indexes, in the order they are opened and fed.
 DERIVED_INDEXES: tuple[type[DerivedIndex], ...] = (SearchIndex,)
@@ -198,8 +198,15 @@ class Store:
         *,
         name: str | None = None,
         progress: bool | None = None,
+        move_root: bool = False,
+        on_event: EventListener | None = None,
     ) -> IngestSummary:
-        """Ingest every report under ``source_dir`` into the source ``name``."""
+        """Ingest every report under ``source_dir`` into the source ``name``.
+
+        A source keeps its root: another directory under a taken name is
+        refused unless ``move_root`` says the source has moved there.
+        ``on_event`` hears of each report written, removed or failed.
+        """
         from researchstore.ingest.pipeline import ingest_source
 
         return ingest_source(
@@ -207,6 +214,8 @@ class Store:
             Path(source_dir),
             name=name,
             progress=self.progress if progress is None else progress,
+            move_root=move_root,
+            on_event=on_event,
         )
 
     def ingest_file(

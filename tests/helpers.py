@@ -422,3 +422,16 @@ def serve_site() -> Iterator[Site]:
             server.shutdown()
             server.server_close()
             thread.join(5)
+
+
+# -- run logs ------------------------------------------------------------------
+
+
+def run_events(stdout: str) -> list[dict[str, Any]]:
+    """What ``ingest --json`` / ``reingest --json`` printed: one JSON object a line."""
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+def run_summaries(stdout: str) -> list[dict[str, Any]]:
+    """The summary that ends each source's run in ``--json`` output."""
+    return [event for event in run_events(stdout) if event["event"] == "summary"]

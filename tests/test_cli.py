@@ -20,6 +20,7 @@ from typing import Any
 import click
 import pytest
 from click.testing import CliRunner, Result
+from helpers import run_summaries
 
 import researchstore.cli
 from researchstore import TOOLS, Store
@@ -88,7 +89,7 @@ def ingested(tmp_path_factory: pytest.TempPathFactory) -> Ingested:
     db = str(base / "cli.db")
     result = invoke("ingest", db, str(source), "--name", "field", "--chunk-tokens", "32", "--json")
     assert result.exit_code == 0, result.output
-    summary = json.loads(result.stdout)
+    [summary] = run_summaries(result.stdout)
     assert (summary["new"], summary["failed"]) == (2, 0)
     result = invoke("search", db, "varroa", "--json", "--limit", "50")
     hits = envelope_of(result)["result"]["hits"]
@@ -186,7 +187,8 @@ def test_ingest_prints_a_summary_and_again_is_unchanged(ingested: Ingested, tmp_
     assert "1 new" in result.stdout and "0 failed" in result.stdout
     result = invoke("ingest", db, str(source), "--json")
     assert result.exit_code == 0
-    assert json.loads(result.stdout)["unchanged"] == 1
+    [summary] = run_summaries(result.stdout)
+    assert summary["unchanged"] == 1
 
 
 def test_ingest_refuses_a_missing_source(tmp_path: Path) -> None:
@@ -602,7 +604,7 @@ def test_check_and_rebuild_index(ingested: Ingested) -> None:
 def test_a_missing_store_is_a_clear_error(tmp_path: Path, args: list[str]) -> None:
     db = tmp_path / "missing" / "nothing.db"
     result = invoke(*[arg.replace("{db}", str(db)) for arg in args])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # invalid_input: STORE names no store
     assert result.stderr.startswith(f"Error: no store at {db} ")
     assert "Traceback" not in result.output
     assert not db.exists() and not db.parent.exists()

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from helpers import run_summaries
 
 from researchstore import IngestSummary, Store
 from researchstore.cli import main
@@ -884,7 +885,7 @@ def test_bad_report_json_makes_the_cli_exit_non_zero(tmp_path: Path) -> None:
     write_report(root, "bad", "not json at all", "Badword.")
     result = CliRunner().invoke(main, ["ingest", str(tmp_path / "r.db"), str(root), "--json"])
     assert result.exit_code == 1, result.output
-    summary = json.loads(result.stdout)
+    [summary] = run_summaries(result.stdout)
     assert summary["failed"] == 1 and summary["new"] == 1
     assert summary["failures"][0]["report"] == "bad"
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import sqlite3
@@ -24,13 +25,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import CLI, program, run_cli
+from helpers import CLI, program, run_cli, run_summaries
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from researchstore import InvalidInput, Store, StoreLocked
 from researchstore.check import check_store
 from researchstore.dates import parse_duration
+from researchstore.errors import Interrupted
 from researchstore.forwarding import prune_history
 from researchstore.reingest import reingest, run_every
 
@@ -606,7 +608,7 @@ def test_one_broken_report_fails_alone_and_the_cli_exits_1(tmp_path: Path, broke
 
     result = run_cli("reingest", str(db), "--json")
     assert result.returncode == 1, result.stderr
-    summary = json.loads(result.stdout)
+    [summary] = run_summaries(result.stdout)
     assert summary["failed"] == 1
     assert [failure["report"] for failure in summary["failures"]] == [bad_key]
     assert reason in summary["failures"][0]["reason"]
@@ -850,6 +852,10 @@ def test_an_unknown_source_name_is_invalid_input(filled_store: Store) -> None:
 # -- the schedule: --every and durations ----------------------------------------
 
 
+#: A run's summary line: ``<time> source every: N new, ...``.
+SUMMARY_LINE = re.compile(r"^\S+Z source every: \d+ new, ")
+
+
 @pytest.mark.slow
 def test_every_runs_again_and_again_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     root, db = tmp_path / "source", tmp_path / "r.db"
@@ -872,7 +878,7 @@ def test_every_runs_again_and_again_and_stops_cleanly_on_sigterm(tmp_path: Path)
         def wait_for(count: int) -> list[str]:
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline and loop.poll() is None:
-                runs = [line for line in list(lines) if line.startswith("source every:")]
+                runs = [line for line in list(lines) if SUMMARY_LINE.match(line)]
                 if len(runs) >= count:
                     return runs
                 time.sleep(0.05)
@@ -883,13 +889,16 @@ def test_every_runs_again_and_again_and_stops_cleanly_on_sigterm(tmp_path: Path)
             source["e1"]["a.txt"] = document_text("e1", "a.txt", 2)
             sync_source(root, source)
             wait_for(3)  # the edit is picked up by the second or the third run
-            loop.send_signal(signal.SIGTERM)
+            loop.send_signal(signal.SIGTERM)  # most likely between runs, just after one
             loop.wait(timeout=20)
         finally:
             loop.kill()
             reading.join(timeout=20)
         err = loop.stderr.read()
-    assert loop.returncode == 0, err
+    if loop.returncode == 143:  # it met a run: that run stopped where it was
+        assert err.startswith("Error: interrupted by SIGTERM") and err.count("\n") == 1, err
+    else:  # between runs: the schedule simply ends
+        assert loop.returncode == 0 and err == "", err
     assert any("1 modified" in line for line in lines), lines
     assert raw_snapshot(db) == expected(source)
     with Store(db, progress=False) as store:  # the lock was let go
@@ -899,13 +908,23 @@ def test_every_runs_again_and_again_and_stops_cleanly_on_sigterm(tmp_path: Path)
 
 
 class InstantStop(threading.Event):
-    """A stop event whose waits return at once; each wait is written down in order."""
+    """A stop event whose waits return at once; each wait is written down in order.
 
-    def __init__(self, log: list[tuple[str, float | None, bool]]) -> None:
+    With ``signal_at_wait``, the process sends itself SIGTERM during that wait
+    (counting from 1).
+    """
+
+    def __init__(
+        self, log: list[tuple[str, float | None, bool]], *, signal_at_wait: int = 0
+    ) -> None:
         super().__init__()
         self.log = log
+        self.signal_at_wait = signal_at_wait
 
     def wait(self, timeout: float | None = None) -> bool:
+        waits = sum(1 for what, _, _ in self.log if what == "wait")
+        if waits + 1 == self.signal_at_wait:
+            os.kill(os.getpid(), signal.SIGTERM)  # handled: a stop between runs
         self.log.append(("wait", timeout, self.is_set()))
         return self.is_set()
 
@@ -918,14 +937,12 @@ def test_run_every_stops_between_runs_on_sigterm() -> None:
     def run_once() -> None:
         runs.append(len(log))
         log.append(("run", None, False))
-        if len(runs) == 2:
-            os.kill(os.getpid(), signal.SIGTERM)  # handled: ends the loop after this run
 
     interval = 3600.0  # never slept: the waits return at once and are looked at
-    run_every(interval, run_once, stop=InstantStop(log))
-    assert len(runs) == 2 and runs == [0, 2]
+    run_every(interval, run_once, stop=InstantStop(log, signal_at_wait=2))
+    assert runs == [0, 2]
     # Run, wait the interval (less the run's own time), run; the SIGTERM during
-    # the second run ends the loop at its wait, before a third run.
+    # the second wait ends the loop there, before a third run.
     assert [(what, stopped) for what, _, stopped in log] == [
         ("run", False),
         ("wait", False),
@@ -934,6 +951,24 @@ def test_run_every_stops_between_runs_on_sigterm() -> None:
     ]
     first_wait = log[1][1]
     assert first_wait is not None and 0 < first_wait <= interval
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_run_every_stops_a_run_where_it_is_on_sigterm() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    log: list[tuple[str, float | None, bool]] = []
+    reached: list[str] = []
+
+    def run_once() -> None:
+        log.append(("run", None, False))
+        if len(log) == 3:  # the second run
+            os.kill(os.getpid(), signal.SIGTERM)
+            reached.append("past the signal")  # never: the run stops at the signal
+
+    with pytest.raises(Interrupted) as stopped:
+        run_every(3600.0, run_once, stop=InstantStop(log))
+    assert stopped.value.signum == signal.SIGTERM and stopped.value.exit_code == 143
+    assert [what for what, _, _ in log] == ["run", "wait", "run"] and reached == []
     assert signal.getsignal(signal.SIGTERM) == before
 
 
@@ -1000,11 +1035,10 @@ def test_a_targeted_run_looks_only_at_the_named_reports(tmp_path: Path) -> None:
         store.ingest(root, name="gen")
         write_generation(root, ["r0", "r1"], 2)  # both change on disk ...
         shutil.rmtree(root / "r2")
-        [summary] = reingest(store, only=["r0", "r2", "../outside"])  # ... one is named
+        with pytest.raises(InvalidInput, match="'../outside': not a report path inside"):
+            reingest(store, only=["r0", "r2", "../outside"])  # nothing changes
+        [summary] = reingest(store, only=["r0", "r2"])  # ... one is named, one is gone
         assert (summary.modified, summary.removed, summary.unchanged) == (1, 1, 0)
-        assert [item["reason"] for item in summary.skipped] == [
-            "not a report path inside the source"
-        ]
         assert not [hit for hit in store.search("r2") if "r2" in hit["title"]]
         titles = {hit["title"] for hit in store.search("r0 r1", limit=50)}
         assert titles == {"Report r0 gen2", "Report r1 gen1"}  # r1 was not looked at

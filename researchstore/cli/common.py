@@ -3,18 +3,22 @@
 Errors leave in one way: ``Error: <message>`` on stderr and the exit code that
 ``researchstore.errors`` gives the error's class (``EXIT_CODES`` for an error
 envelope, whose class is known only by its ``code``). Commands that print an
-envelope print it on stdout first, so a script still reads JSON there.
+envelope print it on stdout first, so a script still reads JSON there. A
+command stopped by SIGINT (Ctrl-C) or, where a command stops cleanly on it,
+SIGTERM leaves the same way with 130 or 143. The README's exit-code table
+lists them all.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from researchstore.errors import EXIT_CODES, ResearchStoreError
+from researchstore.errors import EXIT_CODES, Interrupted, InvalidInput, ResearchStoreError
 
 if TYPE_CHECKING:
     from researchstore.store import Store
@@ -41,12 +45,20 @@ class Group(click.Group):
             return super().invoke(ctx)
         except ResearchStoreError as error:
             fail(error.message, exit_code=error.exit_code)
+        except KeyboardInterrupt as error:
+            # Before click's own "Aborted!" and exit 1, which means a failure here.
+            stop = error if isinstance(error, Interrupted) else Interrupted(signal.SIGINT)
+            fail(
+                f"{stop}; stopped where it was (what was committed stays)", exit_code=stop.exit_code
+            )
 
 
 def open_store(path: str, *, must_exist: bool = True, **options: Any) -> Store:
     """The store at ``path``, to use as a context manager."""
     if must_exist and not Path(path).exists():
-        raise click.ClickException(f"no store at {path} (create one with 'researchstore ingest')")
+        raise InvalidInput(
+            f"no store at {path} (create one with 'researchstore ingest')", field="store"
+        )
     from researchstore.store import Store
 
     return Store(path, **options)

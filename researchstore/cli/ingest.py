@@ -3,6 +3,8 @@ parse, rebuild-index, check."""
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,42 +25,109 @@ CHUNK_TOKENS = click.IntRange(16, 8192)
 @click.argument("source_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--name", help="Source name (default: the directory's name).")
 @click.option(
+    "--move-root",
+    is_flag=True,
+    help="The source NAME has moved to SOURCE_DIR: take it as the source's root "
+    "(without this, another directory under a taken name is refused).",
+)
+@click.option(
     "--chunk-tokens",
     type=CHUNK_TOKENS,
     default=256,
     show_default=True,
     help="Target tokens per chunk.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print JSON lines: each event, then the summary."
+)
 def ingest(
-    store_path: str, source_dir: str, name: str | None, chunk_tokens: int, as_json: bool
+    store_path: str,
+    source_dir: str,
+    name: str | None,
+    move_root: bool,
+    chunk_tokens: int,
+    as_json: bool,
 ) -> None:
     """Ingest every report under SOURCE_DIR into STORE (created if missing).
 
-    Exits 1 when a report failed, 75 when another process is writing STORE.
+    Prints a line for each report written or failed, then the summary.
+    Exits 1 when a report failed, 2 when the source name is taken by another
+    directory, 75 when another process is writing STORE, 130/143 when
+    stopped by SIGINT/SIGTERM (what was committed stays).
     """
-    with open_store(store_path, must_exist=False, chunk_tokens=chunk_tokens) as store:
-        summary = store.ingest(source_dir, name=name)
-    if as_json:
-        echo_json(summary.to_dict())
-    else:
-        print_summary(summary.to_dict())
+    from researchstore.reingest import StopSignals
+
+    with (
+        StopSignals(),
+        open_store(store_path, must_exist=False, chunk_tokens=chunk_tokens) as store,
+    ):
+        summary = store.ingest(
+            source_dir,
+            name=name,
+            move_root=move_root,
+            on_event=EventPrinter(as_json=as_json),
+        )
     if summary.failed:
         sys.exit(1)
 
 
-def print_summary(summary: dict[str, Any]) -> None:
-    click.echo(
-        f"source {summary['source']}: {summary['new']} new, {summary['modified']} modified, "
-        f"{summary['unchanged']} unchanged, {summary['removed']} removed, "
-        f"{summary['failed']} failed; {summary['documents']} documents, "
-        f"{summary['chunks']} chunks in {summary['seconds']:.2f}s"
-    )
-    for failure in summary["failures"]:
-        click.echo(f"  failed   {failure['report']}: {failure['reason']}")
-    for skipped in summary["skipped"]:
-        detail = f" ({skipped['details'][0]})" if skipped["details"] else ""
-        click.echo(f"  {skipped['status']:<8} {skipped['path']}: {skipped['reason']}{detail}")
+class EventPrinter:
+    """Prints a run's events as they come, as ``print_event`` does.
+
+    A reader that goes away (``| head``: a closed pipe) stops the printing,
+    never the run.
+    """
+
+    def __init__(self, *, as_json: bool) -> None:
+        self.as_json = as_json
+        self.reader_gone = False
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        if self.reader_gone:
+            return
+        try:
+            print_event(event, as_json=self.as_json)
+        except BrokenPipeError:
+            self.reader_gone = True
+            # Python flushes stdout once more on exit: point it at nothing.
+            nothing = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(nothing, sys.stdout.fileno())
+            os.close(nothing)
+
+
+def print_event(event: dict[str, Any], *, as_json: bool) -> None:
+    """One event of a run: a JSON line, or lines that start with the time and source."""
+    if as_json:
+        click.echo(json.dumps(event, ensure_ascii=False))
+        return
+    for line in describe_event(event):
+        click.echo(f"{event['time']} source {event['source']}: {line}")
+
+
+def describe_event(event: dict[str, Any]) -> list[str]:
+    """An event in words (without the time and source every line starts with)."""
+    what = event["event"]
+    if what == "summary":
+        counts = (
+            f"{event['new']} new, {event['modified']} modified, {event['unchanged']} unchanged, "
+            f"{event['removed']} removed, {event['failed']} failed; {event['documents']} "
+            f"documents, {event['chunks']} chunks in {event['seconds']:.2f}s"
+        )
+        if event["status"] == "interrupted":
+            counts += f"; {event['stopped']}, what was committed stays"
+        lines = [counts]
+        for skipped in event["skipped"]:
+            detail = f" ({skipped['details'][0]})" if skipped["details"] else ""
+            lines.append(f"{skipped['status']:<8} {skipped['path']}: {skipped['reason']}{detail}")
+        return lines
+    if what == "moved":
+        return [f"root moved from {event['moved_from']} to {event['root']}"]
+    line = f"{what:<8} {event['report']}"
+    if event.get("report_id") is not None:
+        line += f" (report {event['report_id']})"
+    if what == "failed":
+        line += f": {event['reason']}"
+    return [line]
 
 
 @click.command()
@@ -81,7 +150,9 @@ def print_summary(summary: dict[str, Any]) -> None:
     metavar="DURATION",
     help="How long replaced chunk ids stay resolvable (default 30d); saved.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print each summary as JSON.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print JSON lines: each event, then each summary."
+)
 def reingest(
     store_path: str,
     source: str | None,
@@ -92,12 +163,15 @@ def reingest(
 ) -> None:
     """Refresh STORE from its sources: replace modified reports, add new, drop gone.
 
-    Exits 1 when a report failed, 75 when another run holds the store.
+    Prints a line for each report written, removed or failed, then each
+    source's summary. Exits 1 when a report or a source failed, 2 when
+    --only names no report, 75 when another run holds the store, 130/143
+    when stopped by SIGINT/SIGTERM during a run (what was committed stays).
     """
-    from researchstore.dates import parse_duration
+    from researchstore.dates import parse_duration, utc_now
     from researchstore.forwarding import set_retention_days
+    from researchstore.reingest import StopSignals, run_every
     from researchstore.reingest import reingest as run_reingest
-    from researchstore.reingest import run_every
 
     try:
         interval = parse_duration(every) if every else None
@@ -105,30 +179,29 @@ def reingest(
     except ResearchStoreError as error:
         raise click.BadParameter(error.message) from None
     failed = False
+    printer = EventPrinter(as_json=as_json)
 
     def run_once(store: Store) -> None:
         nonlocal failed
         try:
-            summaries = run_reingest(store, source=source, only=only or None)
+            summaries = run_reingest(store, source=source, only=only or None, on_event=printer)
         except StoreLocked as error:
             if interval is None:
                 fail(f"another run is at work: {error.message}", exit_code=error.exit_code)
             # On a schedule the next turn tries again.
-            click.echo(f"researchstore: another run is at work: {error.message}", err=True)
+            click.echo(
+                f"{utc_now()} researchstore: another run is at work: {error.message}", err=True
+            )
             return
-        for summary in summaries:
-            if as_json:
-                echo_json(summary.to_dict())
-            else:
-                print_summary(summary.to_dict())
-            failed = failed or bool(summary.failed)
+        failed = failed or any(summary.failed for summary in summaries)
 
     with open_store(store_path) as store:
         if retention is not None:
             with store.transaction() as conn:
                 set_retention_days(conn, retention / 86400)
         if interval is None:
-            run_once(store)
+            with StopSignals():
+                run_once(store)
         else:
             run_every(interval, lambda: run_once(store))
     if failed:

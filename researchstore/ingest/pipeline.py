@@ -6,22 +6,30 @@ inserted; gone (when asked to remove them) → deleted. Each run is a new
 source version. Preparation (``prepare.py``) runs in worker processes on
 large runs; the writing is ``writer.py``'s. A file that cannot be read or
 parsed is recorded with its reason and never stops the run.
+
+A run stopped on its way (Ctrl-C, SIGTERM turned into ``Interrupted``, or
+any error) keeps what it committed, shuts its workers down and is recorded
+as ``interrupted`` with its counts so far; the next run carries on.
 """
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Sequence
+from contextlib import ExitStack, closing, suppress
+from functools import partial
 from pathlib import Path
+from types import TracebackType
 from typing import TYPE_CHECKING
 
 from researchstore.db import last_pending_seq
-from researchstore.errors import InvalidInput
+from researchstore.errors import Interrupted, InvalidInput
 from researchstore.ingest import workers
 from researchstore.ingest.discovery import ReportSource, discover, discover_keys, report_signature
 from researchstore.ingest.parsers import SUPPORTED_SUFFIXES
 from researchstore.ingest.prepare import PreparedReport
-from researchstore.ingest.summary import IngestSummary
+from researchstore.ingest.summary import EventListener, IngestSummary
 from researchstore.ingest.writer import (
     KnownReport,
     ReportWriter,
@@ -46,23 +54,32 @@ def ingest_source(
     kind: str = "directory",
     wait: bool = False,
     progress: bool | None = None,
+    move_root: bool = False,
+    on_event: EventListener | None = None,
 ) -> IngestSummary:
     """Ingest (or refresh) every report under ``root`` as source ``name``.
 
     With ``only``, just those report keys (paths relative to ``root``) are
     looked at: the cost is then that of the named reports, not of the tree.
     A source of kind ``files`` is a set of single files, refreshed by name,
-    never walked.
+    never walked. A source keeps its root unless ``move_root`` is given.
+    ``on_event`` hears of each report written, removed or failed, and of
+    the run's end (``summary.IngestSummary``).
     """
     if not root.is_dir():
         raise InvalidInput(f"not a directory: {root}", field="source_dir")
     root = root.resolve()
     name = name or root.name
     started = time.perf_counter()
-    with store.writing(wait=wait):
+    with store.writing(wait=wait), ExitStack() as run:
         store.sync_index(wait=True)
-        source_id, version_rowid, version_id = begin_version(store, root, name, kind)
-        summary = IngestSummary(source=name, version_id=version_id)
+        source_id, version_rowid, version_id, moved_from = begin_version(
+            store, root, name, kind, move_root=move_root
+        )
+        summary = IngestSummary(source=name, version_id=version_id, on_event=on_event)
+        run.push(partial(_record_stop, store, version_rowid, summary, started))
+        if moved_from is not None:
+            summary.emit("moved", root=str(root), moved_from=moved_from)
         writer = ReportWriter(store, source_id, name, version_rowid, summary)
         if only is None:
             reports, passed_over = discover(root)
@@ -82,12 +99,14 @@ def ingest_source(
                 else:
                     tasks.append((report, known, signature))
             parallel = workers.PARALLEL_MIN_REPORTS <= len(tasks)
-            for (report, known, signature), outcome in workers.prepare_in_order(
+            prepared = workers.prepare_in_order(
                 root,
                 tasks,
                 chunk_tokens=store.chunk_tokens,
                 workers=workers.default_workers() if parallel else 1,
-            ):
+            )
+            # The workers stop with the run, however it ends.
+            for (report, known, signature), outcome in run.enter_context(closing(prepared)):
                 _accept(store, report, known, signature, outcome, writer, summary)
                 bar.advance()
             writer.flush()
@@ -102,13 +121,45 @@ def ingest_source(
             elif remove_missing and existing:
                 gone = [report_id for report_id, _, _ in existing.values()]
                 remove_reports(store, gone, version_rowid=version_rowid)
-                summary.removed = len(gone)
+                for key, known in existing.items():
+                    summary.count_removed(key, known.report_id)
             with store.reading() as conn:
                 writer.last_seq = last_pending_seq(conn)
             writer.commit_index()
         summary.seconds = time.perf_counter() - started
         finish_version(store, version_rowid, summary)
+        summary.finish(summary.status)
     return summary
+
+
+def _record_stop(
+    store: Store,
+    version_rowid: int,
+    summary: IngestSummary,
+    started: float,
+    error_type: type[BaseException] | None,
+    error: BaseException | None,
+    traceback: TracebackType | None,
+) -> bool:
+    """On the way out of a run stopped before its end: record it ``interrupted``.
+
+    An exit callback of the run's ``ExitStack``; the error goes on up.
+    """
+    if error is None:
+        return False
+    if isinstance(error, Interrupted):
+        stopped = str(error)
+    elif isinstance(error, KeyboardInterrupt):
+        stopped = "interrupted by SIGINT"
+    else:
+        stopped = f"stopped by an error: {error!r}"
+    summary.seconds = time.perf_counter() - started
+    # When the store itself is what failed, the version stays "running" and
+    # the next run marks it interrupted.
+    with suppress(sqlite3.Error):
+        finish_version(store, version_rowid, summary, status="interrupted", stopped=stopped)
+    summary.finish("interrupted", stopped=stopped)
+    return False
 
 
 def ingest_file(
@@ -153,7 +204,7 @@ def _accept(
 ) -> None:
     """Hand a prepared report to the writer, or record why it failed."""
     if isinstance(outcome, str):
-        summary.refuse(report.key, outcome)
+        summary.refuse(report.key, outcome, report_id=known.report_id if known else None)
         return
     if known is not None and known.content_hash == outcome.content_hash:
         # Touched but not changed: remember the new file times only.

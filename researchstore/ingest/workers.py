@@ -5,15 +5,25 @@ than one core a large run hands it to a pool of worker processes while the
 main process writes SQLite and feeds the index. Results come back in the
 order asked, through a bounded window, so memory stays flat however large
 the source. A worker that dies on a report fails that report alone.
+
+Workers never outlive the run: each asks the kernel to kill it when its
+parent dies (``stay_with_parent``), however the parent ends, kill -9
+included; with them goes multiprocessing's resource tracker, which lives as
+long as any of them holds its pipe. Ctrl-C reaches the whole foreground
+process group: workers ignore it and leave the stop to the parent.
 """
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
+import signal
 import sys
+import threading
+import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -34,6 +44,61 @@ WINDOW_PER_WORKER = 4
 
 Task = tuple["ReportSource", "KnownReport | None", str]  # (report, known, signature)
 
+#: prctl(2)'s request for a signal when the parent dies (linux/prctl.h).
+_PR_SET_PDEATHSIG = 1
+#: Where the kernel cannot be asked, how often a worker looks for its parent.
+_PARENT_POLL_SECONDS = 0.5
+
+
+def stay_with_parent(parent_pid: int) -> None:
+    """Worker initializer: die with the parent process, and leave SIGINT to it.
+
+    Without this a worker whose parent was killed waits for ever on a queue
+    whose write end it holds itself, and keeps the resource tracker alive.
+    A worker starts with SIGINT blocked (``_sigint_held``): it is ignored
+    here before it is let through, so a Ctrl-C while it starts is no
+    traceback either.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    if not _kill_me_when_my_parent_dies():
+        threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), daemon=True).start()
+    if os.getppid() != parent_pid:  # it died before the request took effect
+        os._exit(1)
+
+
+def _kill_me_when_my_parent_dies() -> bool:
+    """Ask the kernel (Linux) for SIGKILL when the parent dies; False if it cannot."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+@contextmanager
+def _sigint_held() -> Iterator[None]:
+    """Hold SIGINT back from this thread while it starts workers.
+
+    A process starts with its parent's blocked signals, so a worker starts
+    with SIGINT blocked until it ignores it. Here a SIGINT waits, and is
+    handled as soon as the workers have started (as multiprocessing does
+    for its resource tracker).
+    """
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _exit_when_orphaned(parent_pid: int) -> None:
+    while os.getppid() == parent_pid:
+        time.sleep(_PARENT_POLL_SECONDS)
+    os._exit(1)
+
 
 @contextmanager
 def _main_module_hidden() -> Iterator[None]:
@@ -43,7 +108,7 @@ def _main_module_hidden() -> Iterator[None]:
     calls ``Store.ingest`` at top level (no ``if __name__ == "__main__"``
     guard) would then run again inside every worker. Workers need nothing
     from ``__main__``, so it is hidden while they start (they start inside
-    ``submit``).
+    ``submit``, in the calling thread).
     """
     main = sys.modules.get("__main__")
     saved: dict[str, Any] = {
@@ -92,8 +157,13 @@ def prepare_in_order(
     *,
     chunk_tokens: int,
     workers: int,
-) -> Iterator[tuple[Task, PreparedReport | str]]:
-    """Yield each task with its prepared report (or the reason it failed), in order."""
+) -> Generator[tuple[Task, PreparedReport | str], None, None]:
+    """Yield each task with its prepared report (or the reason it failed), in order.
+
+    Close the generator when done with it (``contextlib.closing``): that
+    shuts the workers down, also when the caller stopped early (reports not
+    yet started are dropped; those being parsed are let finish).
+    """
     if workers <= 1:
         for task in tasks:
             report, known, signature = task
@@ -106,12 +176,21 @@ def prepare_in_order(
         return
     pending = iter(tasks)
     context = multiprocessing.get_context("spawn")  # never fork a process holding Tantivy threads
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+
+    def new_pool() -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=context,
+            initializer=stay_with_parent,
+            initargs=(os.getpid(),),
+        )
+
+    pool = new_pool()
     window: deque[tuple[Task, Future[PreparedReport | str]]] = deque()
 
     def submit(task: Task) -> None:
         report, known, signature = task
-        with _main_module_hidden():
+        with _main_module_hidden(), _sigint_held():
             future = pool.submit(
                 prepare_one,
                 root,
@@ -138,14 +217,14 @@ def prepare_in_order(
                 in_flight = [waiting for waiting, _ in window]
                 window.clear()
                 pool.shutdown(wait=False, cancel_futures=True)
-                pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+                pool = new_pool()
                 submit(task)
                 try:
                     outcome = window.pop()[1].result()
                 except BrokenProcessPool:
                     outcome = "the parser process died while reading this report"
                     pool.shutdown(wait=False, cancel_futures=True)
-                    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+                    pool = new_pool()
                 for waiting in in_flight:
                     submit(waiting)
             next_task = next(pending, None)

@@ -75,6 +75,10 @@ class ReportWriter:
         if not self.batch:
             return
         to_index: list[tuple[int, bool, list[IndexedChunk]]] = []
+        # Each report's outcome (its id, or why it was refused) is counted and
+        # told once the batch is committed: a run stopped inside the
+        # transaction never reports what it rolled back.
+        outcomes: list[tuple[PreparedReport, int | str]] = []
         now = utc_now()
         with self.store.transaction() as conn:
             for prepared in self.batch:
@@ -84,12 +88,17 @@ class ReportWriter:
                 except ReportError as error:
                     conn.execute("ROLLBACK TO report")
                     conn.execute("RELEASE report")
-                    self.summary.refuse(prepared.source.key, str(error))
+                    outcomes.append((prepared, str(error)))
                     continue
                 conn.execute("RELEASE report")
-                self.summary.count_written(prepared)
+                outcomes.append((prepared, report_id))
                 to_index.append((report_id, prepared.existing_id is not None, chunks))
             self.last_seq = last_pending_seq(conn)
+        for prepared, outcome in outcomes:
+            if isinstance(outcome, str):
+                self.summary.refuse(prepared.source.key, outcome, report_id=prepared.existing_id)
+            else:
+                self.summary.count_written(prepared, outcome)
         replaced = False
         for report_id, existed, chunks in to_index:
             self.store.sync.feed(report_id, chunks, replaced=existed)
@@ -327,15 +336,32 @@ def write_document_report(
     return report_id
 
 
+class Version(NamedTuple):
+    """A run's new source version, and the source it belongs to."""
+
+    source_id: int
+    rowid: int
+    version_id: str
+    #: The root the source had until this run moved it (``move_root``), or None.
+    moved_from: str | None
+
+
 def begin_version(
-    store: Store, root: Path, name: str, kind: str = "directory"
-) -> tuple[int, int, str]:
+    store: Store, root: Path, name: str, kind: str = "directory", *, move_root: bool = False
+) -> Version:
+    """Start a run of source ``name`` at ``root`` (creating the source if new).
+
+    A source's root changes only when the caller says so (``move_root``):
+    another directory under a taken name is refused, since the next
+    re-ingest would remove every report the old root holds.
+    """
     version_id = new_id()
+    moved_from = None
     with store.transaction() as conn:
         # We hold the writer lock: a version still "running" was cut short.
         conn.execute("UPDATE source_versions SET status = 'interrupted' WHERE status = 'running'")
         prune_history(conn)
-        row = conn.execute("SELECT id, kind FROM sources WHERE name = ?", (name,)).fetchone()
+        row = conn.execute("SELECT id, kind, root FROM sources WHERE name = ?", (name,)).fetchone()
         if row is None:
             source_id = conn.execute(
                 "INSERT INTO sources (name, root, kind, created_at) VALUES (?, ?, ?, ?)",
@@ -349,26 +375,45 @@ def begin_version(
             )
         else:
             source_id = row["id"]
-            conn.execute("UPDATE sources SET root = ? WHERE id = ?", (str(root), source_id))
+            if row["root"] != str(root):
+                if not move_root:
+                    raise InvalidInput(
+                        f"source {name!r} is {row['root']}, not {root}; to ingest {root} "
+                        "as a source of its own, give it another name (--name NAME); if "
+                        f"source {name!r} has moved to {root}, say so (--move-root), and "
+                        "the next reingest removes the reports not found there",
+                        field="name",
+                    )
+                moved_from = str(row["root"])
+                conn.execute("UPDATE sources SET root = ? WHERE id = ?", (str(root), source_id))
         version_rowid = conn.execute(
             "INSERT INTO source_versions (version_id, source_id, started_at, status) "
             "VALUES (?, ?, ?, 'running')",
             (version_id, source_id, utc_now()),
         ).lastrowid
-    return int(source_id or 0), int(version_rowid or 0), version_id
+    return Version(int(source_id or 0), int(version_rowid or 0), version_id, moved_from)
 
 
-def finish_version(store: Store, version_rowid: int, summary: IngestSummary) -> None:
+def finish_version(
+    store: Store,
+    version_rowid: int,
+    summary: IngestSummary,
+    *,
+    status: str | None = None,
+    stopped: str | None = None,
+) -> None:
+    """Record how the run went: its ``status`` (by default from its failures) and counts.
+
+    ``stopped`` says why a run that did not get to its end stopped.
+    """
     counts = {key: value for key, value in summary.to_dict().items() if isinstance(value, int)}
+    record: dict[str, Any] = {**counts, "failures": summary.failures}
+    if stopped is not None:
+        record["stopped"] = stopped
     with store.transaction() as conn:
         conn.execute(
             "UPDATE source_versions SET finished_at = ?, status = ?, summary = ? WHERE id = ?",
-            (
-                utc_now(),
-                "completed" if not summary.failed else "completed_with_failures",
-                json.dumps({**counts, "failures": summary.failures}),
-                version_rowid,
-            ),
+            (utc_now(), status or summary.status, json.dumps(record), version_rowid),
         )
 
 
