@@ -23,6 +23,9 @@ from researchstore.ingest.model import ChunkDraft, ParsedDocument
 from researchstore.ingest.parsers import kind_for_path, parse_file
 
 MAX_FILE_BYTES = 64 * 1024 * 1024
+#: Report ids are integers from 1 to 2**53 - 1: the integers JSON carries
+#: exactly (the seeds' schemas; JavaScript clients read larger ones wrongly).
+MAX_REPORT_ID = 2**53 - 1
 
 
 @dataclass(slots=True)
@@ -81,9 +84,15 @@ def read_report_meta(root: Path, report: ReportSource) -> tuple[dict[str, Any], 
         raise ReportError(f"{REPORT_FILE}: tags must map names to strings or lists of strings")
     wanted_id = meta.get("id")
     if wanted_id is not None and (
-        not isinstance(wanted_id, int) or isinstance(wanted_id, bool) or wanted_id < 1
+        not isinstance(wanted_id, int)
+        or isinstance(wanted_id, bool)
+        or not 1 <= wanted_id <= MAX_REPORT_ID
     ):
-        raise ReportError(f"{REPORT_FILE}: id must be a positive integer")
+        shown = repr(wanted_id)
+        shown = shown if len(shown) <= 40 else shown[:40] + "…"
+        raise ReportError(
+            f"{REPORT_FILE}: id must be an integer from 1 to {MAX_REPORT_ID}, got {shown}"
+        )
     return meta, raw
 
 
