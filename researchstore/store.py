@@ -198,8 +198,14 @@ class Store:
         *,
         name: str | None = None,
         progress: bool | None = None,
+        follow_external_links: bool = False,
     ) -> IngestSummary:
-        """Ingest every report under ``source_dir`` into the source ``name``."""
+        """Ingest every report under ``source_dir`` into the source ``name``.
+
+        Symbolic links to files outside ``source_dir`` are listed as skipped
+        unless ``follow_external_links``; the choice is recorded with the
+        source, and re-ingest keeps it.
+        """
         from researchstore.ingest.pipeline import ingest_source
 
         return ingest_source(
@@ -207,6 +213,7 @@ class Store:
             Path(source_dir),
             name=name,
             progress=self.progress if progress is None else progress,
+            follow_external_links=follow_external_links,
         )
 
     def ingest_file(

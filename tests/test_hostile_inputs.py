@@ -1,16 +1,21 @@
 """Hostile inputs: nothing found in a source stops a run, leaks past it, or grows unbounded.
 
-Report ids out of range fail that report alone; the rest of the run goes on.
+Report ids out of range, names that are not UTF-8, report.json nested to
+any depth, directories that cannot be read, links out of the source, text
+without a space, huge caption files: each fails (or is skipped, and listed
+with the reason) for that report or entry alone; the rest of the run goes on.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import program, run_cli
 
 from researchstore import Store
 from researchstore.ingest.prepare import MAX_REPORT_ID
@@ -131,3 +136,298 @@ def test_a_store_holding_an_id_out_of_range_still_claims_new_ids(tmp_path: Path)
         assert (again.new, again.modified, again.failed) == (1, 1, 0)
         assert new_id < report_ids(store)["d-newer"] <= MAX_REPORT_ID
         assert found(store, "newerword") == ["d-newer"]
+
+
+# -- 2. inputs that used to stop every run ---------------------------------------
+
+
+def test_a_name_that_is_not_utf8_is_skipped_alone(tmp_path: Path) -> None:
+    root = tmp_path / "source"
+    report_dir(root, "field/bees", "Beeword.")
+    (root / "field").joinpath("plain.txt").write_text("Plainword.")
+    raw_root = os.fsencode(root)
+    with open(raw_root + b"/field/caf\xe9.txt", "wb") as file:
+        file.write(b"Latinword.")
+    os.makedirs(raw_root + b"/field/bees/sub\xff")
+    with open(raw_root + b"/field/bees/sub\xff/deep.txt", "wb") as file:
+        file.write(b"Deepword.")
+    os.makedirs(raw_root + b"/r\xe9ports")
+    report_dir(Path(os.fsdecode(raw_root + b"/r\xe9ports")), "inner", "Innerword.")
+    with Store(tmp_path / "r.db", progress=False) as store:
+        for summary in (store.ingest(root, name="src"), *reingest(store)):
+            assert summary.failed == 0
+            passed = skipped(summary)
+            assert "not valid UTF-8" in passed["field/caf\\xe9.txt"]
+            assert "not valid UTF-8" in passed["field/bees/sub\\xff"]
+            assert "not valid UTF-8" in passed["r\\xe9ports"]
+            json.dumps(summary.to_dict(), ensure_ascii=False).encode("utf-8")
+        assert found(store, "beeword") == ["field/bees"]
+        assert found(store, "plainword") == ["plain"]
+        assert found(store, "latinword") == found(store, "deepword") == []
+
+
+@pytest.mark.slow
+def test_the_command_line_reports_a_name_that_is_not_utf8(tmp_path: Path) -> None:
+    root = tmp_path / "source"
+    root.mkdir()
+    (root / "good.txt").write_text("Goodword.")
+    with open(os.fsencode(root) + b"/bad\xff.txt", "wb") as file:
+        file.write(b"Badword.")
+    done = run_cli("ingest", str(tmp_path / "r.db"), str(root), "--json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["new"] == 1
+    assert summary["skipped"][0]["path"] == "bad\\xff.txt"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param("[" * 100_000 + "]" * 100_000, id="arrays"),
+        pytest.param('{"a":' * 100_000 + "1" + "}" * 100_000, id="objects"),
+        pytest.param('{"title": "T", "tags": ' + "[" * 50_000 + "]" * 50_000 + "}", id="tags"),
+    ],
+)
+def test_report_json_nested_deep_fails_that_report_alone(tmp_path: Path, body: str) -> None:
+    root = tmp_path / "source"
+    deep = report_dir(root, "deep", "Deepword.")
+    (deep / "report.json").write_text(body)
+    report_dir(root, "plain", "Plainword.")
+    with Store(tmp_path / "r.db", progress=False) as store:
+        summary = store.ingest(root)
+        assert (summary.new, summary.failed) == (1, 1)
+        assert "nested too deeply" in failures(summary)["deep"]
+        assert found(store, "plainword") == ["plain"]
+
+
+def test_an_oversized_report_json_fails_that_report_alone(tmp_path: Path) -> None:
+    root = tmp_path / "source"
+    huge = report_dir(root, "huge", "Hugeword.")
+    (huge / "report.json").write_text(json.dumps({"title": "T", "pad": "x" * 2_000_000}))
+    with Store(tmp_path / "r.db", progress=False) as store:
+        summary = store.ingest(root)
+        assert "report.json was not read: file is" in failures(summary)["huge"]
+
+
+def denied_cli(denied: list[Path], *args: str) -> subprocess.CompletedProcess[str]:
+    """``researchstore ARGS...`` in a child that cannot read the ``denied`` directories."""
+    return subprocess.run(
+        [*program("denied_cli"), os.pathsep.join(map(str, denied)), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.slow
+def test_a_directory_that_cannot_be_read_is_skipped_and_its_reports_kept(tmp_path: Path) -> None:
+    root = tmp_path / "source"
+    report_dir(root, "open/bees", "Beeword.")
+    report_dir(root, "locked/river", "Riverword.")
+    (root / "locked" / "memo.txt").write_text("Memoword.")
+    report_dir(root, "partly", "Partword.")
+    (root / "partly" / "more").mkdir()
+    (root / "partly" / "more" / "extra.txt").write_text("Extraword.")
+    db = str(tmp_path / "r.db")
+    first = run_cli("ingest", db, str(root), "--name", "src", "--json")
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["new"] == 4
+
+    # Now "locked" and a directory inside the report "partly" cannot be read.
+    denied = [root / "locked", root / "partly" / "more"]
+    for args in (["ingest", db, str(root), "--name", "src"], ["reingest", db]):
+        done = denied_cli(denied, *args, "--json")
+        assert "Traceback" not in done.stderr
+        assert done.returncode == 1, done.stderr  # the report "partly" failed
+        summary = json.loads(done.stdout)
+        assert summary["removed"] == 0
+        assert "directory cannot be read" in skipped_of(summary)["locked"]
+        assert failures_of(summary) == {
+            "partly": "directory partly/more cannot be read (Permission denied)"
+        }
+    with Store(db, progress=False) as store:
+        # Nothing under what could not be read was removed or changed.
+        for word, title in [("riverword", "locked/river"), ("memoword", "memo")]:
+            assert found(store, word) == [title]
+        assert found(store, "extraword") == ["partly"]
+
+    # The source root itself: the run says so and keeps every report.
+    done = denied_cli([root], "reingest", db, "--json")
+    assert "Traceback" not in done.stderr and done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["removed"] == 0 and "directory cannot be read" in skipped_of(summary)["."]
+    with Store(db, progress=False) as store:
+        assert found(store, "beeword") == ["open/bees"]
+
+
+@pytest.mark.slow
+def test_a_named_report_that_cannot_be_reached_is_kept(tmp_path: Path) -> None:
+    root = tmp_path / "source"
+    report_dir(root, "locked/river", "Riverword.")
+    db = str(tmp_path / "r.db")
+    assert run_cli("ingest", db, str(root), "--name", "src").returncode == 0
+    done = denied_cli([root / "locked"], "reingest", db, "--only", "locked/river", "--json")
+    assert "Traceback" not in done.stderr and done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["removed"] == 0
+    assert "the report is kept as it was" in skipped_of(summary)["locked/river"]
+    with Store(db, progress=False) as store:
+        assert found(store, "riverword") == ["locked/river"]
+
+
+def test_a_directory_that_cannot_be_listed_does_not_stop_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "source"
+    report_dir(root, "open/bees", "Beeword.")
+    report_dir(root, "locked/river", "Riverword.")
+    locked = str(root / "locked")
+    scandir = os.scandir
+
+    def refusing_scandir(path: Any) -> Any:
+        if os.fspath(path) == locked:
+            raise PermissionError(13, "Permission denied", path)
+        return scandir(path)
+
+    with Store(tmp_path / "r.db", progress=False) as store:
+        store.ingest(root, name="src")
+        monkeypatch.setattr(os, "scandir", refusing_scandir)
+        [summary] = reingest(store)
+        assert (summary.removed, summary.failed) == (0, 0)
+        assert "directory cannot be read (Permission denied)" in skipped(summary)["locked"]
+        assert found(store, "riverword") == ["locked/river"]
+
+
+def skipped_of(summary: dict[str, Any]) -> dict[str, str]:
+    return {entry["path"]: entry["reason"] for entry in summary["skipped"]}
+
+
+def failures_of(summary: dict[str, Any]) -> dict[str, str]:
+    return {failure["report"]: failure["reason"] for failure in summary["failures"]}
+
+
+# -- 13. symbolic links ---------------------------------------------------------
+
+
+@pytest.fixture
+def linked_source(tmp_path: Path) -> Path:
+    """A source with links: to a file outside it, to one inside, and from a report."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("Secretword from outside.")
+    (outside / "meta.json").write_text(json.dumps({"title": "Stolen title"}))
+    root = tmp_path / "source"
+    report_dir(root, "bees", "Beeword.")
+    (root / "bees" / "leak.txt").symlink_to(outside / "secret.txt")
+    (root / "shadow.txt").symlink_to(outside / "secret.txt")
+    (root / "inside.txt").symlink_to(root / "bees" / "notes.txt")
+    stolen = root / "stolen"
+    stolen.mkdir()
+    (stolen / "report.json").symlink_to(outside / "meta.json")
+    (stolen / "notes.txt").write_text("Stolenword.")
+    return root
+
+
+LINK_OUTSIDE = "symbolic link to a file outside the source is not followed"
+
+
+def test_a_link_to_a_file_outside_the_source_is_skipped(
+    tmp_path: Path, linked_source: Path
+) -> None:
+    with Store(tmp_path / "r.db", progress=False) as store:
+        for summary in (store.ingest(linked_source, name="src"), *reingest(store)):
+            passed = skipped(summary)
+            assert LINK_OUTSIDE in passed["shadow.txt"]
+            assert LINK_OUTSIDE in passed["bees/leak.txt"]
+            assert "resolves outside the source" in failures(summary)["stolen"]
+        assert found(store, "secretword") == []
+        assert found(store, "beeword") == ["bees", "inside"]  # a link inside is read
+        assert found(store, "stolenword") == []
+
+
+def test_following_external_links_is_a_choice_reingest_keeps(
+    tmp_path: Path, linked_source: Path
+) -> None:
+    with Store(tmp_path / "r.db", progress=False) as store:
+        summary = store.ingest(linked_source, name="src", follow_external_links=True)
+        assert summary.failed == 0 and not any("symbolic" in r for r in skipped(summary).values())
+        assert found(store, "secretword") == ["bees", "shadow"]
+        assert found(store, "stolenword") == ["Stolen title"]
+        [again] = reingest(store)
+        assert again.failed == 0 and again.removed == 0
+        assert found(store, "secretword") == ["bees", "shadow"]
+        # A plain ingest says no again, and re-ingest keeps that.
+        store.ingest(linked_source, name="src")
+        [last] = reingest(store)
+        assert LINK_OUTSIDE in skipped(last)["shadow.txt"]
+        assert found(store, "secretword") == []
+
+
+@pytest.mark.slow
+def test_the_command_line_flag_is_recorded_with_the_source(
+    tmp_path: Path, linked_source: Path
+) -> None:
+    db = str(tmp_path / "r.db")
+    done = run_cli("ingest", db, str(linked_source), "--follow-external-links", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["failed"] == 0
+    (tmp_path / "outside" / "secret.txt").write_text("Changedword from outside.")
+    os.utime(tmp_path / "outside" / "secret.txt", ns=(1, 1))
+    again = run_cli("reingest", db, "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["modified"] == 2
+    with Store(db, progress=False) as store:
+        assert found(store, "changedword") == ["bees", "shadow"]
+
+
+def test_a_named_report_behind_a_linked_directory_is_not_read(
+    tmp_path: Path, linked_source: Path
+) -> None:
+    (linked_source / "elsewhere").symlink_to(tmp_path / "outside", target_is_directory=True)
+    with Store(tmp_path / "r.db", progress=False) as store:
+        store.ingest(linked_source, name="src")
+        [summary] = reingest(store, only=["elsewhere/secret.txt", "shadow.txt"])
+        passed = skipped(summary)
+        assert "symbolic link to a directory is not followed" in passed["elsewhere"]
+        assert LINK_OUTSIDE in passed["shadow.txt"]
+        assert found(store, "secretword") == []
+
+
+def test_a_link_swapped_in_after_the_walk_is_not_read(tmp_path: Path) -> None:
+    from researchstore.ingest.prepare import prepare_document
+
+    root = (tmp_path / "source").resolve()
+    root.mkdir()
+    (tmp_path / "secret.txt").write_text("Secretword.")
+    (root / "notes.txt").symlink_to(tmp_path / "secret.txt")
+    document = prepare_document(root, "notes.txt", 256, inside=str(root))
+    assert (document.status, document.reason, document.drafts) == ("invalid", "outside_source", [])
+
+
+# -- 14. limits --------------------------------------------------------------------
+
+
+def test_parse_and_ingest_apply_the_same_size_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from researchstore.ingest import parsers
+    from researchstore.ingest.inspect import describe_file
+
+    root = tmp_path / "source"
+    root.mkdir()
+    page = root / "page.html"
+    page.write_text("<title>Big</title><p>" + "Bigword. " * 40 + "</p>")
+    (root / "small.txt").write_text("Smallword.")
+    monkeypatch.setattr(parsers, "MAX_FILE_BYTES", 200)
+    described = describe_file(page)
+    assert (described["status"], described["reason"], described["chunks"]) == (
+        "invalid",
+        "too_large",
+        [],
+    )
+    with Store(tmp_path / "r.db", progress=False) as store:
+        summary = store.ingest(root)
+        outcome = {entry["path"]: entry for entry in summary.skipped}["page.html"]
+        assert (outcome["status"], outcome["reason"]) == ("invalid", "too_large")
+        assert outcome["details"] == described["skipped"]
+        assert found(store, "bigword") == [] and found(store, "smallword") == ["small"]

@@ -29,16 +29,27 @@ CHUNK_TOKENS = click.IntRange(16, 8192)
     show_default=True,
     help="Target tokens per chunk.",
 )
+@click.option(
+    "--follow-external-links",
+    is_flag=True,
+    help="Read symbolic links to files outside SOURCE_DIR (skipped by default); "
+    "reingest keeps the choice.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def ingest(
-    store_path: str, source_dir: str, name: str | None, chunk_tokens: int, as_json: bool
+    store_path: str,
+    source_dir: str,
+    name: str | None,
+    chunk_tokens: int,
+    follow_external_links: bool,
+    as_json: bool,
 ) -> None:
     """Ingest every report under SOURCE_DIR into STORE (created if missing).
 
     Exits 1 when a report failed, 75 when another process is writing STORE.
     """
     with open_store(store_path, must_exist=False, chunk_tokens=chunk_tokens) as store:
-        summary = store.ingest(source_dir, name=name)
+        summary = store.ingest(source_dir, name=name, follow_external_links=follow_external_links)
     if as_json:
         echo_json(summary.to_dict())
     else:

@@ -46,31 +46,44 @@ def ingest_source(
     kind: str = "directory",
     wait: bool = False,
     progress: bool | None = None,
+    follow_external_links: bool | None = None,
 ) -> IngestSummary:
     """Ingest (or refresh) every report under ``root`` as source ``name``.
 
     With ``only``, just those report keys (paths relative to ``root``) are
     looked at: the cost is then that of the named reports, not of the tree.
     A source of kind ``files`` is a set of single files, refreshed by name,
-    never walked.
+    never walked. ``follow_external_links`` says whether symbolic links to
+    files outside ``root`` are read; it is recorded with the source, and
+    None keeps the source's recorded choice (no, for a new source).
     """
     if not root.is_dir():
         raise InvalidInput(f"not a directory: {root}", field="source_dir")
     root = root.resolve()
+    try:
+        str(root).encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(
+            f"the source path is not valid UTF-8: {root}", field="source_dir"
+        ) from None
     name = name or root.name
     started = time.perf_counter()
     with store.writing(wait=wait):
         store.sync_index(wait=True)
         source_id, version_rowid, version_id = begin_version(store, root, name, kind)
+        follow = _link_choice(store, source_id, follow_external_links)
         summary = IngestSummary(source=name, version_id=version_id)
         writer = ReportWriter(store, source_id, name, version_rowid, summary)
         if only is None:
-            reports, passed_over = discover(root)
+            found = discover(root, follow_external_links=follow)
             existing = existing_reports(store, source_id)
         else:
-            reports, passed_over = discover_keys(root, only)
+            found = discover_keys(root, only, follow_external_links=follow)
             existing = existing_reports(store, source_id, keys=[key.strip("/") for key in only])
-        summary.skipped.extend(passed_over)
+        reports = found.reports
+        summary.skipped.extend(found.passed_over)
+        for key in [key for key in existing if found.was_unread(key)]:
+            del existing[key]  # not looked at: kept as it is, never removed
         with progress_bar(f"Ingesting {name}", total=len(reports), enabled=progress) as bar:
             tasks = []
             for report in reports:
@@ -140,6 +153,23 @@ def ingest_file(
         wait=True,
         progress=progress,
     )
+
+
+def _link_choice(store: Store, source_id: int, follow: bool | None) -> bool:
+    """Record whether the source follows links outside its root; None reads the record."""
+    with store.reading() as conn:
+        recorded = bool(
+            conn.execute(
+                "SELECT follow_external_links FROM sources WHERE id = ?", (source_id,)
+            ).fetchone()[0]
+        )
+    if follow is None or follow == recorded:
+        return recorded
+    with store.transaction() as conn:
+        conn.execute(
+            "UPDATE sources SET follow_external_links = ? WHERE id = ?", (int(follow), source_id)
+        )
+    return follow
 
 
 def _accept(
