@@ -431,3 +431,73 @@ def test_parse_and_ingest_apply_the_same_size_limit(
         assert (outcome["status"], outcome["reason"]) == ("invalid", "too_large")
         assert outcome["details"] == described["skipped"]
         assert found(store, "bigword") == [] and found(store, "smallword") == ["small"]
+
+
+def test_text_without_a_space_is_cut_into_bounded_chunks(tmp_path: Path) -> None:
+    from researchstore.ingest.chunking import max_chunk_chars
+
+    bound = max_chunk_chars(256)
+    root = tmp_path / "source"
+    root.mkdir()
+    run = "y" * 1_000_000
+    (root / "run.txt").write_text(f"Needleword {run} Tailword.")
+    heading = "H" * 100_000
+    (root / "heading.md").write_text(f"# {heading}\n\nUnderword lives below a long heading.\n")
+    cjk = "北京的天气很好我们去公园散步" * 20_000
+    (root / "cjk.txt").write_text(cjk)
+    with Store(tmp_path / "r.db", progress=False) as store:
+        store.ingest(root)
+        with store.reading() as conn:
+            rows = conn.execute(
+                "SELECT d.path, c.text, c.heading_path FROM chunks c "
+                "JOIN documents d ON d.id = c.document_rowid ORDER BY d.path, c.position"
+            ).fetchall()
+        texts: dict[str, list[str]] = {}
+        for path, text, heading_path in rows:
+            assert 0 < len(text) <= bound
+            assert heading_path is None or len(heading_path) < 400
+            texts.setdefault(path, []).append(text)
+        # Cut at character boundaries: nothing lost, nothing added.
+        assert "".join(texts["cjk.txt"]) == cjk
+        assert "".join(texts["run.txt"]).replace(" ", "") == f"Needleword{run}Tailword."
+        [hit] = store.search("needleword")
+        assert len(hit["text"]) <= bound
+        [under] = store.search("underword")
+        assert len(under["text"]) <= bound
+
+
+def test_a_caption_cue_too_long_for_a_chunk_is_split_and_keeps_its_times(tmp_path: Path) -> None:
+    from researchstore.ingest.chunking import chunk_segments, max_chunk_chars
+    from researchstore.ingest.model import Segment
+
+    words = " ".join(f"w{number}" for number in range(5_000))
+    segments = [Segment(0, 1000, "Short."), Segment(1000, 9000, words + " " + "z" * 20_000)]
+    text, chunks = chunk_segments(segments, target_tokens=64)
+    assert len(chunks) > 2
+    assert all(len(chunk.text) <= max_chunk_chars(64) for chunk in chunks)
+    assert all(chunk.token_count <= 64 for chunk in chunks)
+    # A cue of ordinary length stays whole, whatever its tokens.
+    cue = Segment(0, 1000, " ".join(["hive"] * 100))
+    assert [chunk.text for chunk in chunk_segments([cue], target_tokens=16)[1]] == [cue.text]
+    assert [(chunk.start_ms, chunk.end_ms) for chunk in chunks[1:]] == [(1000, 9000)] * (
+        len(chunks) - 1
+    )
+    assert "".join(chunk.text for chunk in chunks).replace(" ", "").replace("\n", "") == (
+        text.replace(" ", "").replace("\n", "")
+    )
+
+
+def test_a_huge_title_and_description_are_clipped(tmp_path: Path) -> None:
+    from researchstore.ingest.parsers import MAX_DESCRIPTION_CHARS, MAX_TITLE_CHARS, parse_file
+
+    page = tmp_path / "page.html"
+    page.write_bytes(
+        b"<html><head><title>"
+        + b"T" * 1_000_000
+        + b'</title><meta name="description" content="'
+        + b"D" * 1_000_000
+        + b'"></head><body><p>Body.</p></body></html>'
+    )
+    parsed = parse_file(page)
+    assert parsed.title is not None and len(parsed.title) == MAX_TITLE_CHARS
+    assert parsed.description is not None and len(parsed.description) == MAX_DESCRIPTION_CHARS

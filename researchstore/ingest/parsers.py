@@ -30,6 +30,10 @@ __all__ = [
 #: The largest document file read; a larger one is stored as ``invalid`` /
 #: ``too_large`` and never read.
 MAX_FILE_BYTES = 64 * 1024 * 1024
+#: A document's title and description are kept to this many characters (the
+#: title is indexed with every chunk of its document).
+MAX_TITLE_CHARS = 500
+MAX_DESCRIPTION_CHARS = 2000
 
 _PARSERS: dict[str, tuple[DocumentKind, Callable[[bytes], ParsedDocument]]] = {
     ".html": ("html", parse_html),
@@ -126,7 +130,7 @@ def parse_file(path: Path | str, *, data: bytes | None = None) -> ParsedDocument
         except NotRead as refused:
             return refused.outcome(kind)
     try:
-        return parse(data)
+        parsed = parse(data)
     except Exception as error:
         return ParsedDocument(
             kind=kind,
@@ -134,3 +138,12 @@ def parse_file(path: Path | str, *, data: bytes | None = None) -> ParsedDocument
             reason="parser_error",
             skipped=[f"{type(error).__name__}: {error}"[:500]],
         )
+    parsed.title = _clip(parsed.title, MAX_TITLE_CHARS)
+    parsed.description = _clip(parsed.description, MAX_DESCRIPTION_CHARS)
+    return parsed
+
+
+def _clip(value: str | None, limit: int) -> str | None:
+    if value is None or len(value) <= limit:
+        return value
+    return value[: limit - 1] + "…"
