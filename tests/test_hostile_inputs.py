@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 from helpers import program, run_cli
+from hypothesis import given
+from hypothesis import strategies as st
 
 from researchstore import Store
 from researchstore.ingest.prepare import MAX_REPORT_ID
@@ -501,3 +503,94 @@ def test_a_huge_title_and_description_are_clipped(tmp_path: Path) -> None:
     parsed = parse_file(page)
     assert parsed.title is not None and len(parsed.title) == MAX_TITLE_CHARS
     assert parsed.description is not None and len(parsed.description) == MAX_DESCRIPTION_CHARS
+
+
+def caption_file(path: Path, cues: int) -> Path:
+    """A caption file of ``cues`` ordinary cues: two lines, now and then a dash or an accent."""
+    vtt = path.suffix == ".vtt"
+    mark = "." if vtt else ","
+    out = ["WEBVTT\n\n"] if vtt else []
+    for number in range(cues):
+        start, end = (
+            f"{ms // 3_600_000:02d}:{ms // 60_000 % 60:02d}:{ms // 1000 % 60:02d}"
+            f"{mark}{ms % 1000:03d}"
+            for ms in (number * 2000, number * 2000 + 1900)
+        )
+        if not vtt:
+            out.append(f"{number + 1}\n")
+        dash = " —" if number % 10 == 0 else ","
+        out.append(
+            f"{start} --> {end}\nThe speaker says words number {number} here\n"
+            f"and goes on{dash} café {number % 97}\n\n"
+        )
+    path.write_text("".join(out), encoding="utf-8")
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("suffix", [".srt", ".vtt"])
+def test_a_large_caption_file_is_parsed_in_bounded_memory(tmp_path: Path, suffix: str) -> None:
+    path = caption_file(tmp_path / f"large{suffix}", 120_000)
+    done = subprocess.run(
+        [*program("caption_memory"), str(path)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    measured = json.loads(done.stdout)
+    assert (measured["status"], measured["segments"]) == ("ok", 120_000)
+    assert measured["bytes"] > 9_000_000
+    assert measured["growth"] <= 4 * measured["bytes"], measured
+
+
+def test_notes_on_a_caption_file_are_bounded(tmp_path: Path) -> None:
+    from researchstore.ingest.captions import MAX_NOTES, parse_vtt
+
+    good = "00:00:01.000 --> 00:00:02.000\nSpoken.\n\n"
+    bad = "".join(f"00:00:{n % 60:02d}.000 --> 00:00:0x.000\nBroken {n}.\n\n" for n in range(5000))
+    doc = parse_vtt(f"WEBVTT\n\n{good}{bad}".encode())
+    assert (doc.status, doc.reason) == ("partial", "invalid_cues")
+    assert len(doc.skipped) == MAX_NOTES + 1
+    assert doc.skipped[-1] == f"and {5000 - MAX_NOTES} more cues or blocks skipped"
+
+
+@pytest.mark.parametrize("suffix", ["vtt", "srt"])
+def test_a_cue_of_endless_lines_keeps_its_first_lines_and_says_so(suffix: str) -> None:
+    from researchstore.ingest.captions import MAX_BLOCK_LINES, parse_srt, parse_vtt
+
+    body = "\n".join(f"line {n}" for n in range(MAX_BLOCK_LINES + 500))
+    if suffix == "vtt":
+        doc = parse_vtt(f"WEBVTT\n\n00:01.000 --> 00:02.000\n{body}\n".encode())
+    else:
+        doc = parse_srt(f"1\n00:00:01,000 --> 00:00:02,000\n{body}\n".encode())
+    assert (doc.status, doc.reason) == ("partial", "invalid_cues")
+    [segment] = doc.segments
+    assert segment.text.startswith("line 0\nline 1\n")
+    assert "line 1499" not in segment.text
+    assert "lines past the first" in doc.skipped[0]
+
+
+@given(
+    st.lists(
+        st.sampled_from(["a", "b", " ", "\r", "\n", "\r\n", "é", "—", "😀", "\ufeff", "\x81"]),
+        max_size=60,
+    ),
+    st.sampled_from(["utf-8", "utf-8-sig", "utf-16", "utf-16-le", "cp1252", "latin-1"]),
+    st.integers(min_value=1, max_value=9),
+)
+def test_lines_decoded_piece_by_piece_are_the_lines_of_the_whole_text(
+    pieces: list[str], encoding: str, piece_bytes: int
+) -> None:
+    from researchstore.ingest import decode
+
+    try:
+        data = "".join(pieces).encode(encoding)
+    except UnicodeEncodeError:
+        return
+    text, expected_encoding = decode.decode_text(data)
+    saved = decode._STREAM_BYTES
+    decode._STREAM_BYTES = piece_bytes  # pieces end inside characters and "\r\n"
+    try:
+        lines, used = decode.decode_lines(data)
+        assert used == expected_encoding
+        assert list(lines) == text.split("\n") == list(lines)
+    finally:
+        decode._STREAM_BYTES = saved
