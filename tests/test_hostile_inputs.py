@@ -435,6 +435,15 @@ def test_parse_and_ingest_apply_the_same_size_limit(
         assert found(store, "bigword") == [] and found(store, "smallword") == ["small"]
 
 
+def test_parse_refuses_a_fifo_instead_of_waiting_on_it(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.txt"
+    os.mkfifo(fifo)
+    done = run_cli("parse", str(fifo), "--json", timeout=60)
+    assert done.returncode == 0, done.stderr
+    described = json.loads(done.stdout)
+    assert (described["status"], described["reason"]) == ("invalid", "not_regular")
+
+
 def test_text_without_a_space_is_cut_into_bounded_chunks(tmp_path: Path) -> None:
     from researchstore.ingest.chunking import max_chunk_chars
 

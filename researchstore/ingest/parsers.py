@@ -85,7 +85,8 @@ def read_document(
     """
     limit = MAX_FILE_BYTES if max_bytes is None else max_bytes
     # O_NONBLOCK: a FIFO swapped in for a file must not hang the run at open.
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
     with open(fd, "rb") as file:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
