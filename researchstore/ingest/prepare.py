@@ -21,10 +21,11 @@ from researchstore.ingest.chunking import chunk_blocks, chunk_segments
 from researchstore.ingest.discovery import REPORT_FILE, ReportSource
 from researchstore.ingest.model import ChunkDraft, ParsedDocument
 from researchstore.ingest.parsers import NotRead, kind_for_path, parse_file, read_document
+from researchstore.params import MAX_SAFE_INTEGER
 
 #: Report ids are integers from 1 to 2**53 - 1: the integers JSON carries
-#: exactly (the seeds' schemas; JavaScript clients read larger ones wrongly).
-MAX_REPORT_ID = 2**53 - 1
+#: exactly, and the largest ``report_id`` the tools take.
+MAX_REPORT_ID = MAX_SAFE_INTEGER
 #: The largest report.json read; its fields are a title, a date, tags and an id.
 MAX_REPORT_JSON_BYTES = 1024 * 1024
 
