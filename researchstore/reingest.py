@@ -137,24 +137,30 @@ def check_only(store: Store, rows: Sequence[Any], only: Sequence[str]) -> None:
         root = Path(row["root"])
         if not root.is_dir():
             continue
-        reports, passed_over = discover_keys(root, keys)
-        for report in reports:
+        found = discover_keys(root, keys)
+        for report in found.reports:
             holder = _report_holding(root, report.key) if row["kind"] == "directory" else None
             if holder is None:
                 named.add(report.key)
             else:
                 reasons.setdefault(report.key, f"it is inside report {holder!r}; name that")
-        for item in passed_over:
+        for item in found.passed_over:
             reasons.setdefault(item["path"], item["reason"])
     unnamed = [key for key in keys if key not in named]
     if unnamed:
         where = f"source {rows[0]['name']!r}" if len(rows) == 1 else "any source"
-        listed = "; ".join(
-            f"{key or '/'!r}: "
-            + reasons.get(key or "/", "nothing there, and the store holds no report of that path")
-            for key in unnamed
-        )
+        listed = "; ".join(f"{key or '/'!r}: {_reason(reasons, key)}" for key in unnamed)
         raise InvalidInput(f"--only names no report of {where}: {listed}", field="only")
+
+
+def _reason(reasons: dict[str, str], key: str) -> str:
+    """Why ``key`` names nothing: its own reason, or that of a folder above it."""
+    path = key or "/"
+    while path:
+        if path in reasons:
+            return reasons[path]
+        path = path.rpartition("/")[0]
+    return "nothing there, and the store holds no report of that path"
 
 
 def _report_holding(root: Path, key: str) -> str | None:

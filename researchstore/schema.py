@@ -256,11 +256,18 @@ def _create_evidence(db: sqlite_utils.Database) -> None:
     db.table("evidence").create_index(["workspace_id"])
 
 
+def _add_link_choice(db: sqlite_utils.Database) -> None:
+    # Whether a source's walk follows symbolic links to files outside its
+    # root (``ingest --follow-external-links``); re-ingest keeps the choice.
+    db.execute("ALTER TABLE sources ADD COLUMN follow_external_links INTEGER NOT NULL DEFAULT 0")
+
+
 MIGRATIONS: list[Migration] = [
     _create_core,
     _create_api_keys,
     _create_chunk_history,
     _create_evidence,
+    _add_link_choice,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -199,13 +199,17 @@ class Store:
         name: str | None = None,
         progress: bool | None = None,
         move_root: bool = False,
+        follow_external_links: bool = False,
         on_event: EventListener | None = None,
     ) -> IngestSummary:
         """Ingest every report under ``source_dir`` into the source ``name``.
 
         A source keeps its root: another directory under a taken name is
         refused unless ``move_root`` says the source has moved there.
-        ``on_event`` hears of each report written, removed or failed.
+        Symbolic links to files outside ``source_dir`` are listed as skipped
+        unless ``follow_external_links``; the choice is recorded with the
+        source, and re-ingest keeps it. ``on_event`` hears of each report
+        written, removed or failed.
         """
         from researchstore.ingest.pipeline import ingest_source
 
@@ -215,6 +219,7 @@ class Store:
             name=name,
             progress=self.progress if progress is None else progress,
             move_root=move_root,
+            follow_external_links=follow_external_links,
             on_event=on_event,
         )
 

@@ -969,14 +969,14 @@ def test_parse_command_prints_what_ingest_would_store(
 def test_unsupported_and_oversized_files_are_reported(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from researchstore.ingest import prepare
+    from researchstore.ingest import parsers
 
     root = tmp_path / "source"
     write_report(root, "r", {"title": "R", "date": "2026-01-02"}, "Smallword.")
     (root / "r" / "photo.jpg").write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")
     (root / "r" / "huge.txt").write_text("Hugeword. " * 50)
     (root / "notes.docx").write_bytes(b"PK\x03\x04")
-    monkeypatch.setattr(prepare, "MAX_FILE_BYTES", 100)
+    monkeypatch.setattr(parsers, "MAX_FILE_BYTES", 100)
     with Store(tmp_path / "r.db", progress=False) as store:
         summary = store.ingest(root)
         outcomes = {entry["path"]: (entry["status"], entry["reason"]) for entry in summary.skipped}

@@ -38,6 +38,12 @@ CHUNK_TOKENS = click.IntRange(16, 8192)
     help="Target tokens per chunk.",
 )
 @click.option(
+    "--follow-external-links",
+    is_flag=True,
+    help="Read symbolic links to files outside SOURCE_DIR (skipped by default); "
+    "reingest keeps the choice.",
+)
+@click.option(
     "--json", "as_json", is_flag=True, help="Print JSON lines: each event, then the summary."
 )
 def ingest(
@@ -46,6 +52,7 @@ def ingest(
     name: str | None,
     move_root: bool,
     chunk_tokens: int,
+    follow_external_links: bool,
     as_json: bool,
 ) -> None:
     """Ingest every report under SOURCE_DIR into STORE (created if missing).
@@ -65,6 +72,7 @@ def ingest(
             source_dir,
             name=name,
             move_root=move_root,
+            follow_external_links=follow_external_links,
             on_event=EventPrinter(as_json=as_json),
         )
     if summary.failed:

@@ -16,6 +16,14 @@ Outcomes (``ParsedDocument.status`` / ``reason``):
   nor a cue at the top of the file).
 - ``invalid`` / ``binary``: not text at all.
 - ``empty`` / ``no_text``: an empty file, or cues without any text.
+
+Bounded for any file: lines are decoded and read one at a time (never the
+whole text as one string), each cue is kept once, as the segment it becomes,
+and at most ``MAX_NOTES`` notes and ``MAX_BLOCK_LINES`` lines a block are
+kept (what is past them is counted and said). Memory stays within a few
+times the file's size and time grows with it linearly, for WebVTT and SubRip
+alike; a file without a header is read by the named format's reader, and by
+the other only when the first did not read it cleanly.
 """
 
 from __future__ import annotations
@@ -23,14 +31,16 @@ from __future__ import annotations
 import html
 import html.entities
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import chain, islice, pairwise
+from operator import attrgetter
 
 import pysrt
 import webvtt
 from webvtt.errors import MalformedCaptionError, MalformedFileError
 
-from researchstore.ingest.decode import decode_text, normalize_language, unreadable
+from researchstore.ingest.decode import decode_lines, normalize_language, unreadable
 from researchstore.ingest.model import ParsedDocument, Segment
 from researchstore.kinds import DocumentKind
 
@@ -38,6 +48,11 @@ __all__ = ["parse_srt", "parse_vtt"]
 
 #: A cue starting at most this long after the previous one ended can repeat it.
 _FOLLOW_ON_MS = 1000
+#: Notes on what was skipped kept per file; past them, a count.
+MAX_NOTES = 200
+#: Lines kept per block (a cue with its text, a comment, a header); past
+#: them, a block's lines are counted and said, not kept.
+MAX_BLOCK_LINES = 1000
 _NOTE_LINE = re.compile(r"line (\d+)")
 # SubRip has no escapes, so "<" starts a tag only when a ">" closes it on the line.
 _SRT_TAG = re.compile(r"<[^<>\n]*>")
@@ -64,22 +79,59 @@ _SRT_TIMING = re.compile(
 
 
 @dataclass(slots=True)
-class _Cue:
-    number: int  # 1-based position among the file's cue blocks
-    line: int  # 1-based line of its timing line
-    start_ms: int
-    end_ms: int
-    lines: list[str]  # cleaned text lines, none empty
-
-
-@dataclass(slots=True)
 class _Reading:
-    cues: list[_Cue] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
+    """What one reader made of a file: its cues as segments, and notes on the rest."""
+
+    #: False for a trial read that only counts.
+    keep: bool = True
+    #: Cues with text and valid times, in file order, each already a segment.
+    cues: list[Segment] = field(default_factory=list)
+    #: Cue blocks read (with or without text, valid times or not).
+    count: int = 0
+    #: Notes on blocks and cues that could not be read (``noted`` counts them all).
+    notes: list[str] = field(default_factory=list)
+    noted: int = 0
+    #: Cues read but refused for their times (negative, ending before they start).
+    refused: int = 0
     title: str | None = None
     language: str | None = None
     #: A WebVTT header or at least one cue timing line was seen.
     recognised: bool = False
+
+    def note(self, note: str) -> None:
+        """Say why a block or cue was not read."""
+        self.noted += 1
+        self._keep_note(note)
+
+    def add(self, number: int, line: int, start_ms: int, end_ms: int, lines: list[str]) -> None:
+        """Take one cue read from the file: checked, and kept as a segment."""
+        self.count += 1
+        why = None
+        if start_ms < 0 or end_ms < 0:
+            why = "negative time"
+        elif end_ms < start_ms:
+            why = "ends before it starts"
+        if why is not None:
+            self.refused += 1
+            self._keep_note(_note(number, line, why))
+        elif lines and self.keep:
+            self.cues.append(Segment(start_ms, end_ms, "\n".join(lines)))
+
+    def _keep_note(self, note: str) -> None:
+        if self.keep and len(self.notes) < MAX_NOTES:
+            self.notes.append(note)
+
+    @property
+    def clean(self) -> bool:
+        return self.count > 0 and not self.noted and not self.refused
+
+    def skipped(self) -> list[str]:
+        """The notes in file order, and how many more there were."""
+        notes = sorted(self.notes, key=_note_line)
+        more = self.noted + self.refused - len(notes)
+        if more > 0:
+            notes.append(f"and {more} more cues or blocks skipped")
+        return notes
 
 
 def parse_vtt(data: bytes) -> ParsedDocument:
@@ -92,22 +144,23 @@ def parse_srt(data: bytes) -> ParsedDocument:
     return _parse_captions(data, "srt")
 
 
+Reader = Callable[[Iterable[str], int, bool], _Reading]
+
+
 def _parse_captions(data: bytes, kind: str) -> ParsedDocument:
     doc_kind: DocumentKind = "vtt" if kind == "vtt" else "srt"
     early = unreadable(data, doc_kind)
     if early is not None:
         return early
     doc = ParsedDocument(kind=doc_kind)
-    text, doc.encoding = decode_text(data)
+    lines, doc.encoding = decode_lines(data)
     # Blank lines before the first cue of a SubRip file are tolerated; line
     # numbers still count them.
-    stripped = text.lstrip("\n")
-    first_line = 1 + len(text) - len(stripped)
-    text = stripped
-    if not text.strip():
+    opening = _opening(lines)
+    if opening is None:
         doc.status, doc.reason = "empty", "no_text"
         return doc
-    head = text.split("\n", 1)[0]
+    first_line, head = opening
     problem = None
     if _HEADER.match(head) and first_line > 1:
         problem = f"the WEBVTT header is on line {first_line}, not the first line"
@@ -121,21 +174,28 @@ def _parse_captions(data: bytes, kind: str) -> ParsedDocument:
         doc.skipped.append(problem)
         return doc
 
+    def read(reader: Reader, *, keep: bool = True) -> _Reading:
+        return reader(islice(lines, first_line - 1, None), first_line, keep)
+
     if _HEADER.match(head):
-        reading = _read_vtt(text, first_line)
+        reading = read(_read_vtt)
     else:
-        # No header: try both readers (the file may be misnamed) and keep
-        # the one that read more cues, the named format winning a tie.
-        readers: list[Callable[[str, int], _Reading]] = [_read_srt, _read_vtt]
-        if kind == "vtt":
-            readers.reverse()
-        readings = [read(text, first_line) for read in readers]
-        reading = max(readings, key=lambda r: (len(r.cues), -len(r.skipped)))
+        # No header: the file may be misnamed. The named format's reader
+        # goes first; when it did not read the file cleanly, the other one
+        # counts what it would read, and reads it if it reads more cues
+        # (or as many, with fewer skipped). Only one reading is ever kept.
+        named, other = (_read_vtt, _read_srt) if kind == "vtt" else (_read_srt, _read_vtt)
+        reading = read(named)
+        if not reading.clean:
+            trial = read(other, keep=False)
+            if (trial.count, -trial.noted) > (reading.count, -reading.noted):
+                del reading
+                reading = read(other)
 
     doc.title, doc.language = reading.title, reading.language
-    doc.skipped = list(reading.skipped)
-    if not reading.cues:
-        if reading.recognised and not reading.skipped:
+    if not reading.count:
+        doc.skipped = reading.skipped()
+        if reading.recognised and not reading.noted:
             doc.status, doc.reason = "empty", "no_text"
         else:
             doc.status, doc.reason = "invalid", "invalid_captions"
@@ -143,8 +203,8 @@ def _parse_captions(data: bytes, kind: str) -> ParsedDocument:
                 doc.skipped.append("no WEBVTT header and no cue timings found")
         return doc
 
-    doc.segments = _segments(reading.cues, doc.skipped)
-    doc.skipped.sort(key=_note_line)  # in file order
+    doc.segments = _segments(reading.cues)
+    doc.skipped = reading.skipped()
     if not doc.segments:
         doc.status = "invalid" if doc.skipped else "empty"
         doc.reason = "invalid_captions" if doc.skipped else "no_text"
@@ -153,45 +213,67 @@ def _parse_captions(data: bytes, kind: str) -> ParsedDocument:
     return doc
 
 
+def _opening(lines: Iterable[str]) -> tuple[int, str] | None:
+    """The first line that is not empty, and its number; None if there is no text."""
+    numbered = enumerate(lines, 1)
+    for number, line in numbered:
+        if line:
+            if line.strip() or any(rest.strip() for _, rest in numbered):
+                return number, line
+            return None
+    return None
+
+
 # -- blocks --------------------------------------------------------------------
 
 
 def _split_blocks(
-    lines: list[str], *, vtt: bool, first_line: int = 1
-) -> list[tuple[int, list[str]]]:
-    """Split lines into ``(first_line_number, lines)`` blocks.
+    lines: Iterable[str], *, vtt: bool, first_line: int = 1
+) -> Iterator[tuple[int, list[str], int]]:
+    """Split lines into ``(first_line_number, lines, lines_not_kept)`` blocks.
 
     A block ends at an empty line (WebVTT: truly empty, as YouTube cues hold
     lines of one space; SubRip: blank). As in webvtt-py, a timing line that
     cannot belong to the current block starts a new one, so a missing blank
     line does not merge two cues; a cue number left on the previous line
-    moves with it.
+    moves with it. A block keeps at most ``MAX_BLOCK_LINES`` lines; the
+    rest are counted.
     """
-    blocks: list[tuple[int, list[str]]] = []
     start = 0
     block: list[str] = []
-    in_header = vtt and bool(lines) and lines[0].startswith("WEBVTT")
+    dropped = 0
+    last = ""  # the block's last line, kept or not
+    in_header = False
     for number, line in enumerate(lines, first_line):
+        if number == first_line:
+            in_header = vtt and line.startswith("WEBVTT")
         empty = not line if vtt else not line.strip()
         if empty:
             if block:
-                blocks.append((start, block))
+                yield start, block, dropped
                 in_header = False
-            block = []
+            block, dropped = [], 0
             continue
         if block and "-->" in line and (in_header or len(block) > 1 or "-->" in block[0]):
             in_header = False
             carried = []
-            if not vtt and len(block) > 1 and _DIGITS.match(block[-1]):
-                carried = [block.pop()]
-            blocks.append((start, block))
-            start, block = number - len(carried), carried
+            if not vtt and len(block) > 1 and _DIGITS.match(last):
+                carried = [last]
+                if dropped:
+                    dropped -= 1
+                else:
+                    block.pop()
+            yield start, block, dropped
+            start, block, dropped = number - len(carried), carried, 0
         if not block:
             start = number
-        block.append(line)
+        if len(block) < MAX_BLOCK_LINES:
+            block.append(line)
+        else:
+            dropped += 1
+        last = line
     if block:
-        blocks.append((start, block))
-    return blocks
+        yield start, block, dropped
 
 
 def _timing_index(block: list[str]) -> int | None:
@@ -241,17 +323,18 @@ def _shorten(text: str, limit: int = 60) -> str:
 # -- WebVTT ---------------------------------------------------------------------
 
 
-def _read_vtt(text: str, first_line: int = 1) -> _Reading:
-    lines = text.split("\n")
-    reading = _Reading()
-    has_header = lines[0].startswith("WEBVTT")
+def _read_vtt(lines: Iterable[str], first_line: int = 1, keep: bool = True) -> _Reading:
+    reading = _Reading(keep=keep)
     blocks = _split_blocks(lines, vtt=True, first_line=first_line)
-    if has_header and blocks:
+    opening = next(blocks, None)
+    if opening is None:
+        return reading
+    has_header = opening[1][0].startswith("WEBVTT")
+    if has_header:
         reading.recognised = True
-        _read_vtt_header(blocks[0][1], reading)
-        blocks = blocks[1:]
+        _read_vtt_header(opening[1], reading)
     number = 0
-    for block_line, block in blocks:
+    for block_line, block, dropped in blocks if has_header else chain([opening], blocks):
         timing = _timing_index(block)
         if timing is None:
             head = block[0].strip()
@@ -266,9 +349,7 @@ def _read_vtt(text: str, first_line: int = 1) -> _Reading:
             elif has_header or "-->" in "".join(block):
                 # Text outside any cue is never shown by a player; say so
                 # rather than drop it silently.
-                reading.skipped.append(
-                    f"block at line {block_line}: no cue timings, {_shorten(head)}"
-                )
+                reading.note(f"block at line {block_line}: no cue timings, {_shorten(head)}")
             continue
         number += 1
         reading.recognised = True
@@ -280,16 +361,16 @@ def _read_vtt(text: str, first_line: int = 1) -> _Reading:
         else:
             caption = _vtt_caption(block)
             if caption is None:
-                reading.skipped.append(
-                    _note(number, line, f"bad timing line {_shorten(block[timing])}")
-                )
+                reading.note(_note(number, line, f"bad timing line {_shorten(block[timing])}"))
                 continue
             start_ms = caption.start_time.in_milliseconds()
             end_ms = caption.end_time.in_milliseconds()
             raw_lines = list(caption.lines)
-        reading.cues.append(
-            _Cue(number, line, start_ms, end_ms, _clean_lines(raw_lines, srt=False))
-        )
+        if dropped:
+            reading.note(
+                _note(number, line, f"{dropped} lines past the first {len(block)} not read")
+            )
+        reading.add(number, line, start_ms, end_ms, _clean_lines(raw_lines, srt=False))
     return reading
 
 
@@ -325,6 +406,11 @@ def _read_vtt_header(header: list[str], reading: _Reading) -> None:
             reading.title = value
 
 
+# The timing line webvtt-py 0.6 reads at the most lenient (its CUE_TIMINGS_PATTERN).
+_LENIENT_TIMESTAMP = r"(?:\d+:)?\d{1,2}:\d{1,2}\.\d{1,3}"
+_LENIENT_TIMING = re.compile(rf"\s*{_LENIENT_TIMESTAMP}\s*-->\s*{_LENIENT_TIMESTAMP}")
+
+
 def _vtt_caption(block: list[str]) -> webvtt.Caption | None:
     """Read one cue block with webvtt-py, or None if it cannot be read.
 
@@ -332,7 +418,10 @@ def _vtt_caption(block: list[str]) -> webvtt.Caption | None:
     ``0:1:5.2`` and unknown cue settings, which are harmless here.
     """
     timing = _timing_index(block) or 0
-    block = [*block[:timing], _WIDE_MINUTES.sub(_wide_minutes, block[timing]), *block[timing + 1 :]]
+    timing_line = _WIDE_MINUTES.sub(_wide_minutes, block[timing])
+    if not _LENIENT_TIMING.match(timing_line):
+        return None  # webvtt-py would refuse it too, after about 40 microseconds a try
+    block = [*block[:timing], timing_line, *block[timing + 1 :]]
     source = "WEBVTT\n\n" + "\n".join(block)
     for strict in (True, False):
         try:
@@ -359,22 +448,64 @@ def _wide_minutes(match: re.Match[str]) -> str:
 # -- SubRip --------------------------------------------------------------------
 
 
-def _read_srt(text: str, first_line: int = 1) -> _Reading:
-    reading = _Reading()
+# The timing line almost every SubRip file uses: "00:01:02,345 --> 00:01:04,000"
+# (coordinates may follow a space). Read here directly, as pysrt reads it;
+# anything else goes through pysrt (half a SubRip file's parse time, measured).
+_CANONICAL_SRT_TIMING = re.compile(
+    r"[ \t]*(\d+):(\d{2}):(\d{2})[,.](\d{3})[ \t]*-->[ \t]*"
+    r"(\d+):(\d{2}):(\d{2})[,.](\d{3})(?: [^\n]*)?"
+)
+
+
+def _canonical_srt_timing(line: str) -> tuple[int, int] | None:
+    match = _CANONICAL_SRT_TIMING.fullmatch(line.rstrip())
+    if match is None:
+        return None
+    h1, m1, s1, f1, h2, m2, s2, f2 = map(int, match.groups())
+    return ((h1 * 60 + m1) * 60 + s1) * 1000 + f1, ((h2 * 60 + m2) * 60 + s2) * 1000 + f2
+
+
+class _OpenCue:
+    """The last cue read from a SubRip file: later text blocks may still belong to it."""
+
+    __slots__ = ("end_ms", "line", "lines", "number", "start_ms")
+
+    def __init__(self, number: int, line: int, start_ms: int, end_ms: int, lines: list[str]):
+        self.number, self.line = number, line
+        self.start_ms, self.end_ms = start_ms, end_ms
+        self.lines = lines
+
+
+def _read_srt(lines: Iterable[str], first_line: int = 1, keep: bool = True) -> _Reading:
+    reading = _Reading(keep=keep)
     number = 0
-    for block_line, block in _split_blocks(text.split("\n"), vtt=False, first_line=first_line):
+    open_cue: _OpenCue | None = None
+
+    def close() -> None:
+        if open_cue is not None:
+            reading.add(
+                open_cue.number, open_cue.line, open_cue.start_ms, open_cue.end_ms, open_cue.lines
+            )
+
+    for block_line, block, dropped in _split_blocks(lines, vtt=False, first_line=first_line):
         timing = _timing_index(block)
         if timing is None:
             if "-->" in "".join(block):
-                reading.skipped.append(
-                    f"block at line {block_line}: no cue timings, {_shorten(block[0])}"
-                )
-            elif reading.cues and not _DIGITS.match(block[0]):
+                reading.note(f"block at line {block_line}: no cue timings, {_shorten(block[0])}")
+            elif open_cue is not None and not _DIGITS.match(block[0]):
                 # A blank line inside a cue's text is a common authoring slip
                 # in SubRip: the text still belongs to the cue before it.
-                reading.cues[-1].lines.extend(_clean_lines(block, srt=True))
+                room = MAX_BLOCK_LINES - len(open_cue.lines)
+                more = _clean_lines(block, srt=True)
+                open_cue.lines.extend(more[: max(0, room)])
+                dropped += max(0, len(more) - max(0, room))
+                if dropped:
+                    reading.note(
+                        f"block at line {block_line}: {dropped} lines of cue "
+                        f"{open_cue.number} past the first {MAX_BLOCK_LINES} not read"
+                    )
             elif not _DIGITS.match(block[0]):
-                reading.skipped.append(
+                reading.note(
                     f"block at line {block_line}: text before the first cue, {_shorten(block[0])}"
                 )
             continue
@@ -383,77 +514,78 @@ def _read_srt(text: str, first_line: int = 1) -> _Reading:
         timing_line = block[timing]
         match = _SRT_TIMING.match(timing_line)
         if match is None:
-            reading.skipped.append(_note(number, line, f"bad timing line {_shorten(timing_line)}"))
+            reading.note(_note(number, line, f"bad timing line {_shorten(timing_line)}"))
             continue
         reading.recognised = True
         if match.group(1) or match.group(2):
-            reading.skipped.append(_note(number, line, "negative time"))
+            reading.note(_note(number, line, "negative time"))
             continue
         if len(block) - timing < 2:
             continue  # a cue without text: nothing to keep, nothing lost
-        try:
-            item = pysrt.SubRipItem.from_lines(block)
-        except (pysrt.Error, ValueError) as error:
-            why = f"{type(error).__name__} {_shorten(timing_line)}"
-            reading.skipped.append(_note(number, line, why))
-            continue
-        reading.cues.append(
-            _Cue(
-                number,
-                line,
-                item.start.ordinal,
-                item.end.ordinal,
-                _clean_lines(item.text.split("\n"), srt=True),
+        fast = _canonical_srt_timing(timing_line)
+        if fast is not None:
+            start_ms, end_ms = fast
+            text_lines = block[timing + 1 :]
+        else:
+            try:
+                item = pysrt.SubRipItem.from_lines(block)
+            except (pysrt.Error, ValueError) as error:
+                why = f"{type(error).__name__} {_shorten(timing_line)}"
+                reading.note(_note(number, line, why))
+                continue
+            start_ms, end_ms = item.start.ordinal, item.end.ordinal
+            text_lines = item.text.split("\n")
+        if dropped:
+            reading.note(
+                _note(number, line, f"{dropped} lines past the first {len(block)} not read")
             )
-        )
+        close()
+        open_cue = _OpenCue(number, line, start_ms, end_ms, _clean_lines(text_lines, srt=True))
+    close()
     return reading
 
 
 # -- segments --------------------------------------------------------------------
 
 
-def _segments(cues: list[_Cue], skipped: list[str]) -> list[Segment]:
-    """Validate, sort and de-duplicate cues into segments.
+def _segments(cues: list[Segment]) -> list[Segment]:
+    """Sort and de-duplicate cues into segments, in place.
 
     Rolling auto-captions (YouTube style) show the previous line again above
     each new one, with ten-millisecond "snapshot" cues in between that only
     repeat text. Each spoken line is kept once, timed by the cue that
     introduced it. A cue's leading lines that repeat the previous cue's
     trailing lines are dropped when it follows on at once (within a second);
-    a cue with nothing new is dropped whole.
+    a cue with nothing new is dropped whole. The list is rewritten as it is
+    read, and a cue kept whole stays the same object, so the segments cost
+    no more than the cues.
     """
-    valid: list[_Cue] = []
-    for cue in cues:
-        if cue.start_ms < 0 or cue.end_ms < 0:
-            skipped.append(_note(cue.number, cue.line, "negative time"))
-        elif cue.end_ms < cue.start_ms:
-            skipped.append(_note(cue.number, cue.line, "ends before it starts"))
-        else:
-            valid.append(cue)
-    valid.sort(key=lambda cue: cue.start_ms)  # stable: file order breaks ties
+    if any(after.start_ms < before.start_ms for before, after in pairwise(cues)):
+        cues.sort(key=attrgetter("start_ms"))  # stable: file order breaks ties
 
-    segments: list[Segment] = []
+    kept = 0
     previous: list[str] = []
     previous_end = 0
-    for index, cue in enumerate(valid):
-        if not cue.lines:
-            continue
+    for index, cue in enumerate(cues):
+        lines = cue.text.split("\n")
         if cue.end_ms == cue.start_ms:
             # A zero-length cue is valid WebVTT; one that only repeats its
             # neighbours is a rolling-caption snapshot, one with new words is kept.
-            following = valid[index + 1].lines if index + 1 < len(valid) else []
-            if {*previous, *following}.issuperset(cue.lines):
+            following = cues[index + 1].text.split("\n") if index + 1 < len(cues) else []
+            if {*previous, *following}.issuperset(lines):
                 continue
         # Only a cue that follows on (nearly) at once repeats the one before;
         # the same words after a pause were said again.
-        repeated = (
-            _overlap(previous, cue.lines) if cue.start_ms <= previous_end + _FOLLOW_ON_MS else 0
-        )
-        new_lines = cue.lines[repeated:]
-        previous, previous_end = cue.lines, cue.end_ms
-        if new_lines:
-            segments.append(Segment(cue.start_ms, cue.end_ms, "\n".join(new_lines)))
-    return segments
+        repeated = _overlap(previous, lines) if cue.start_ms <= previous_end + _FOLLOW_ON_MS else 0
+        previous, previous_end = lines, cue.end_ms
+        if repeated == len(lines):
+            continue
+        if repeated:
+            cue = Segment(cue.start_ms, cue.end_ms, "\n".join(lines[repeated:]))
+        cues[kept] = cue
+        kept += 1
+    del cues[kept:]
+    return cues
 
 
 def _overlap(previous: list[str], lines: list[str]) -> int:

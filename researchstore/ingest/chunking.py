@@ -6,11 +6,17 @@ runs from the start of its first piece to the end of its last. Pieces are
 whole blocks where they fit, else sentences, else runs of words; a heading
 starts a new chunk unless the chunk so far is small. Token counts come from
 the index's own analyzer, and add up because no token spans whitespace.
+
+Tokens alone do not bound a chunk (a run of text without a space, or in a
+script the analyzer skips, counts few tokens), so a chunk also holds at most
+``max_chunk_chars(target_tokens)`` characters: a word longer than that is
+cut at a character boundary. Heading paths are clipped the same way.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -20,6 +26,13 @@ from researchstore.ingest.model import Block, ChunkDraft, Segment
 DEFAULT_TARGET_TOKENS = 256
 BLOCK_SEPARATOR = "\n\n"
 SEGMENT_SEPARATOR = "\n"
+#: The hard bound on a chunk's length, per target token: 4,096 characters at
+#: the default target, about three times what English prose needs; never
+#: below ``MIN_CHUNK_CHARS``, so a small target does not cut long words.
+CHUNK_CHARS_PER_TOKEN = 16
+MIN_CHUNK_CHARS = 1024
+#: The longest heading a chunk's heading path repeats.
+MAX_HEADING_CHARS = 300
 
 # A sentence ends at . ! ? (optionally followed by closing quotes/brackets)
 # and whitespace; the next one starts after that whitespace.
@@ -38,6 +51,11 @@ class _Piece:
     end_ms: int | None = None
 
 
+def max_chunk_chars(target_tokens: int) -> int:
+    """The most characters a chunk holds at ``target_tokens``, whatever its text."""
+    return max(MIN_CHUNK_CHARS, CHUNK_CHARS_PER_TOKEN * target_tokens)
+
+
 def document_text_of_blocks(blocks: Sequence[Block]) -> str:
     return BLOCK_SEPARATOR.join(block.text for block in blocks)
 
@@ -54,6 +72,7 @@ def chunk_blocks(
 ) -> tuple[str, list[ChunkDraft]]:
     """Return the document text and its chunks."""
     text = document_text_of_blocks(blocks)
+    max_chars = max_chunk_chars(target_tokens)
     pieces: list[_Piece] = []
     offset = 0
     for block in blocks:
@@ -62,11 +81,12 @@ def chunk_blocks(
         if not block.text.strip():
             continue
         path = block.heading_path
-        if block.kind == "heading":
+        fits = end - start <= max_chars
+        if block.kind == "heading" and fits:
             pieces.append(_Piece(start, end, counter(block.text), path, is_heading=True))
             continue
-        tokens = counter(block.text)
-        if tokens <= target_tokens:
+        tokens = counter(block.text) if fits else 0
+        if fits and tokens <= target_tokens:
             pieces.append(_Piece(start, end, tokens, path))
         else:
             pieces.extend(_split_long(text, start, end, path, target_tokens, counter))
@@ -79,8 +99,13 @@ def chunk_segments(
     target_tokens: int = DEFAULT_TARGET_TOKENS,
     counter: Callable[[str], int] = count_tokens,
 ) -> tuple[str, list[ChunkDraft]]:
-    """Return the transcript text and its chunks, each keeping its time span."""
+    """Return the transcript text and its chunks, each keeping its time span.
+
+    A segment is never split for its tokens (a cue is said as one), only
+    when it is longer than a chunk may be; its parts keep its times.
+    """
     text = document_text_of_segments(segments)
+    max_chars = max_chunk_chars(target_tokens)
     pieces: list[_Piece] = []
     offset = 0
     for segment in segments:
@@ -88,16 +113,13 @@ def chunk_segments(
         offset = end + len(SEGMENT_SEPARATOR)
         if not segment.text.strip():
             continue
-        pieces.append(
-            _Piece(
-                start,
-                end,
-                counter(segment.text),
-                (),
-                start_ms=segment.start_ms,
-                end_ms=segment.end_ms,
-            )
-        )
+        if end - start <= max_chars:
+            parts = [_Piece(start, end, counter(segment.text), ())]
+        else:
+            parts = _split_long(text, start, end, (), target_tokens, counter)
+        for part in parts:
+            part.start_ms, part.end_ms = segment.start_ms, segment.end_ms
+        pieces.extend(parts)
     return text, _assemble(text, pieces, target_tokens)
 
 
@@ -110,14 +132,16 @@ def _split_long(
     counter: Callable[[str], int],
 ) -> list[_Piece]:
     """Split one oversized block at sentences, and oversized sentences at words."""
+    max_chars = max_chunk_chars(target_tokens)
     pieces: list[_Piece] = []
     sentence_start = start
     bounds = [(m.start(), m.end()) for m in _SENTENCE_END.finditer(text, start, end)]
     bounds.append((end, end))
     for stop, next_start in bounds:
         if stop > sentence_start:
-            tokens = counter(text[sentence_start:stop])
-            if tokens <= target_tokens:
+            fits = stop - sentence_start <= max_chars
+            tokens = counter(text[sentence_start:stop]) if fits else 0
+            if fits and tokens <= target_tokens:
                 pieces.append(_Piece(sentence_start, stop, tokens, path))
             else:
                 pieces.extend(
@@ -135,16 +159,65 @@ def _split_words(
     target_tokens: int,
     counter: Callable[[str], int],
 ) -> list[_Piece]:
-    words = [(m.start(), m.end()) for m in _WORD.finditer(text, start, end)]
-    pieces = []
+    """Split at words, in windows of words and characters; cut a word too long for a chunk."""
+    max_chars = max_chunk_chars(target_tokens)
     # A word yields at least one token most of the time; windows of
     # target_tokens/2 words keep each piece under the target in practice.
     step = max(1, target_tokens // 2)
-    for index in range(0, len(words), step):
-        window = words[index : index + step]
-        piece_start, piece_end = window[0][0], window[-1][1]
-        pieces.append(_Piece(piece_start, piece_end, counter(text[piece_start:piece_end]), path))
+    pieces: list[_Piece] = []
+    window_start = window_end = -1
+    words = 0
+
+    def close() -> None:
+        nonlocal window_start, words
+        if words:
+            piece_text = text[window_start:window_end]
+            pieces.append(_Piece(window_start, window_end, counter(piece_text), path))
+        window_start, words = -1, 0
+
+    for match in _WORD.finditer(text, start, end):
+        word_start, word_end = match.span()
+        if word_end - word_start > max_chars:
+            close()
+            for cut_start, cut_end in _cuts(text, word_start, word_end, max_chars):
+                pieces.append(_Piece(cut_start, cut_end, counter(text[cut_start:cut_end]), path))
+            continue
+        if words and (words >= step or word_end - window_start > max_chars):
+            close()
+        if not words:
+            window_start = word_start
+        window_end = word_end
+        words += 1
+    close()
     return pieces
+
+
+def _cuts(text: str, start: int, end: int, max_chars: int) -> list[tuple[int, int]]:
+    """``text[start:end]`` in runs of at most ``max_chars`` characters.
+
+    A cut moves back over combining marks and joiners (a few at most), so
+    an accent stays with its letter.
+    """
+    cuts = []
+    while end - start > max_chars:
+        cut = start + max_chars
+        for _ in range(8):
+            if not (unicodedata.combining(text[cut]) or text[cut] in _JOINERS):
+                break
+            cut -= 1
+        cuts.append((start, cut))
+        start = cut
+    cuts.append((start, end))
+    return cuts
+
+
+_JOINERS = frozenset("\u200c\u200d\ufe0e\ufe0f")
+
+
+def _clip(heading: str) -> str:
+    if len(heading) <= MAX_HEADING_CHARS:
+        return heading
+    return heading[: MAX_HEADING_CHARS - 1] + "…"
 
 
 def _assemble(text: str, pieces: list[_Piece], target_tokens: int) -> list[ChunkDraft]:
@@ -152,6 +225,7 @@ def _assemble(text: str, pieces: list[_Piece], target_tokens: int) -> list[Chunk
     group: list[_Piece] = []
     group_tokens = 0
     small = target_tokens // 4
+    max_chars = max_chunk_chars(target_tokens)
 
     def flush() -> None:
         nonlocal group, group_tokens
@@ -161,6 +235,8 @@ def _assemble(text: str, pieces: list[_Piece], target_tokens: int) -> list[Chunk
         path = first.heading_path
         if first.is_heading:
             path = (*path, text[first.start : first.end].strip())
+        if any(len(heading) > MAX_HEADING_CHARS for heading in path):
+            path = tuple(_clip(heading) for heading in path)
         starts = [piece.start_ms for piece in group if piece.start_ms is not None]
         ends = [piece.end_ms for piece in group if piece.end_ms is not None]
         chunks.append(
@@ -180,7 +256,8 @@ def _assemble(text: str, pieces: list[_Piece], target_tokens: int) -> list[Chunk
 
     for piece in pieces:
         heading_break = piece.is_heading and group_tokens >= small and not group[-1].is_heading
-        if group and (group_tokens + piece.tokens > target_tokens or heading_break):
+        too_long = bool(group) and piece.end - group[0].start > max_chars
+        if group and (group_tokens + piece.tokens > target_tokens or too_long or heading_break):
             # A heading belongs with what follows it, not at a chunk's end.
             carried: list[_Piece] = []
             while len(group) > 1 and group[-1].is_heading:
@@ -189,6 +266,8 @@ def _assemble(text: str, pieces: list[_Piece], target_tokens: int) -> list[Chunk
             flush()
             group = carried
             group_tokens = sum(p.tokens for p in carried)
+            if group and piece.end - group[0].start > max_chars:
+                flush()  # the length bound wins over keeping a heading with its text
         group.append(piece)
         group_tokens += piece.tokens
     flush()

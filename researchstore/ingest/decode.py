@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import codecs
 import re
+from collections.abc import Iterator
 
 from researchstore.ingest.model import ParsedDocument
 from researchstore.kinds import DocumentKind
 
 __all__ = [
+    "DecodedLines",
+    "decode_lines",
     "decode_text",
     "declared_encoding",
     "looks_binary",
@@ -198,3 +201,83 @@ def unreadable(data: bytes, kind: DocumentKind) -> ParsedDocument | None:
     if looks_binary(data):
         return ParsedDocument(kind=kind, status="invalid", reason="binary")
     return None
+
+
+#: How many bytes a streaming decode reads at a time.
+_STREAM_BYTES = 1 << 16
+
+
+def _decodes(data: bytes, encoding: str, skip: int = 0) -> bool:
+    """Tell whether all of ``data[skip:]`` decodes strictly, holding a piece at a time."""
+    decoder = codecs.getincrementaldecoder(encoding)("strict")
+    try:
+        for offset in range(skip, len(data), _STREAM_BYTES):
+            decoder.decode(data[offset : offset + _STREAM_BYTES])
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+class DecodedLines:
+    """The lines of some bytes as text, decoded afresh on every pass, never whole.
+
+    Iterating yields what ``decode_text(data)[0].split("\\n")`` holds, one
+    line at a time: a long file costs its lines, not one string of it all
+    (which CPython stores at four bytes a character once a single emoji
+    appears in it).
+    """
+
+    def __init__(self, data: bytes, encoding: str, *, skip: int = 0, errors: str = "strict"):
+        self.data = data
+        self.encoding = encoding
+        self.skip = skip
+        self.errors = errors
+
+    def __iter__(self) -> Iterator[str]:
+        decoder = codecs.getincrementaldecoder(self.encoding)(self.errors)
+        data = self.data
+        pending: list[str] = []  # the start of the line being read
+        carriage_return = False  # a "\r" that may pair with a "\n" in the next piece
+        first = True
+        offsets = range(self.skip, len(data), _STREAM_BYTES)
+        for offset in offsets or [len(data)]:
+            final = offset + _STREAM_BYTES >= len(data)
+            piece = decoder.decode(data[offset : offset + _STREAM_BYTES], final=final)
+            if carriage_return:
+                piece = "\r" + piece
+            carriage_return = piece.endswith("\r") and not final
+            if carriage_return:
+                piece = piece[:-1]
+            if "\r" in piece:
+                piece = _NEWLINES.sub("\n", piece)
+            if first and piece:
+                first = False
+                if piece.startswith("\ufeff"):
+                    piece = piece[1:]
+            lines = piece.split("\n")
+            if len(lines) == 1:
+                pending.append(lines[0])
+                continue
+            pending.append(lines[0])
+            yield "".join(pending)
+            yield from lines[1:-1]
+            pending = [lines[-1]]
+        yield "".join(pending)
+
+
+def decode_lines(data: bytes) -> tuple[DecodedLines, str]:
+    """The lines of ``data`` and the encoding read, chosen as ``decode_text`` chooses.
+
+    For files too large to hold as one string: each pass decodes a piece at
+    a time. No declared encoding is looked for.
+    """
+    bom = _bom_encoding(data)
+    if bom is not None:
+        encoding, skip = bom
+        return DecodedLines(data, encoding, skip=skip, errors="replace"), encoding
+    guessed = _utf16_without_bom(data[:_SNIFF_BYTES])
+    for candidate in (guessed, "utf-8", "cp1252"):
+        if candidate is not None and _decodes(data, candidate):
+            return DecodedLines(data, candidate), candidate
+    return DecodedLines(data, "latin-1"), "latin-1"

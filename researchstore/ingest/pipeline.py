@@ -55,6 +55,7 @@ def ingest_source(
     wait: bool = False,
     progress: bool | None = None,
     move_root: bool = False,
+    follow_external_links: bool | None = None,
     on_event: EventListener | None = None,
 ) -> IngestSummary:
     """Ingest (or refresh) every report under ``root`` as source ``name``.
@@ -63,12 +64,21 @@ def ingest_source(
     looked at: the cost is then that of the named reports, not of the tree.
     A source of kind ``files`` is a set of single files, refreshed by name,
     never walked. A source keeps its root unless ``move_root`` is given.
-    ``on_event`` hears of each report written, removed or failed, and of
-    the run's end (``summary.IngestSummary``).
+    ``follow_external_links`` says whether symbolic links to files outside
+    ``root`` are read; it is recorded with the source, and None keeps the
+    source's recorded choice (no, for a new source). ``on_event`` hears of
+    each report written, removed or failed, and of the run's end
+    (``summary.IngestSummary``).
     """
     if not root.is_dir():
         raise InvalidInput(f"not a directory: {root}", field="source_dir")
     root = root.resolve()
+    try:
+        str(root).encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(
+            f"the source path is not valid UTF-8: {root}", field="source_dir"
+        ) from None
     name = name or root.name
     started = time.perf_counter()
     with store.writing(wait=wait), ExitStack() as run:
@@ -76,18 +86,22 @@ def ingest_source(
         source_id, version_rowid, version_id, moved_from = begin_version(
             store, root, name, kind, move_root=move_root
         )
+        follow = _link_choice(store, source_id, follow_external_links)
         summary = IngestSummary(source=name, version_id=version_id, on_event=on_event)
         run.push(partial(_record_stop, store, version_rowid, summary, started))
         if moved_from is not None:
             summary.emit("moved", root=str(root), moved_from=moved_from)
         writer = ReportWriter(store, source_id, name, version_rowid, summary)
         if only is None:
-            reports, passed_over = discover(root)
+            found = discover(root, follow_external_links=follow)
             existing = existing_reports(store, source_id)
         else:
-            reports, passed_over = discover_keys(root, only)
+            found = discover_keys(root, only, follow_external_links=follow)
             existing = existing_reports(store, source_id, keys=[key.strip("/") for key in only])
-        summary.skipped.extend(passed_over)
+        reports = found.reports
+        summary.skipped.extend(found.passed_over)
+        for key in [key for key in existing if found.was_unread(key)]:
+            del existing[key]  # not looked at: kept as it is, never removed
         with progress_bar(f"Ingesting {name}", total=len(reports), enabled=progress) as bar:
             tasks = []
             for report in reports:
@@ -191,6 +205,23 @@ def ingest_file(
         wait=True,
         progress=progress,
     )
+
+
+def _link_choice(store: Store, source_id: int, follow: bool | None) -> bool:
+    """Record whether the source follows links outside its root; None reads the record."""
+    with store.reading() as conn:
+        recorded = bool(
+            conn.execute(
+                "SELECT follow_external_links FROM sources WHERE id = ?", (source_id,)
+            ).fetchone()[0]
+        )
+    if follow is None or follow == recorded:
+        return recorded
+    with store.transaction() as conn:
+        conn.execute(
+            "UPDATE sources SET follow_external_links = ? WHERE id = ?", (int(follow), source_id)
+        )
+    return follow
 
 
 def _accept(

@@ -20,9 +20,14 @@ from researchstore.dates import is_iso_date
 from researchstore.ingest.chunking import chunk_blocks, chunk_segments
 from researchstore.ingest.discovery import REPORT_FILE, ReportSource
 from researchstore.ingest.model import ChunkDraft, ParsedDocument
-from researchstore.ingest.parsers import kind_for_path, parse_file
+from researchstore.ingest.parsers import NotRead, kind_for_path, parse_file, read_document
+from researchstore.params import MAX_SAFE_INTEGER
 
-MAX_FILE_BYTES = 64 * 1024 * 1024
+#: Report ids are integers from 1 to 2**53 - 1: the integers JSON carries
+#: exactly, and the largest ``report_id`` the tools take.
+MAX_REPORT_ID = MAX_SAFE_INTEGER
+#: The largest report.json read; its fields are a title, a date, tags and an id.
+MAX_REPORT_JSON_BYTES = 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -57,13 +62,27 @@ class ReportError(Exception):
 
 
 def read_report_meta(root: Path, report: ReportSource) -> tuple[dict[str, Any], bytes]:
+    """A report directory's checked ``report.json`` and its bytes (nothing for a file).
+
+    Raises ``ReportError`` when it cannot be read or is not what a report
+    may hold.
+    """
     if not report.is_dir:
         return {}, b""
-    raw = (root / report.key / REPORT_FILE).read_bytes()
+    try:
+        raw = read_document(
+            root / report.key / REPORT_FILE,
+            inside=None if report.follow_external_links else str(root),
+            max_bytes=MAX_REPORT_JSON_BYTES,
+        )
+    except NotRead as refused:
+        raise ReportError(f"{REPORT_FILE} was not read: {refused.note}") from None
     try:
         meta = json.loads(raw.decode("utf-8-sig"))
     except (UnicodeDecodeError, ValueError) as error:
         raise ReportError(f"{REPORT_FILE} is not valid JSON: {error}") from None
+    except RecursionError:
+        raise ReportError(f"{REPORT_FILE} is nested too deeply to be a report's fields") from None
     if not isinstance(meta, dict):
         raise ReportError(f"{REPORT_FILE} must hold a JSON object")
     title = meta.get("title")
@@ -81,21 +100,30 @@ def read_report_meta(root: Path, report: ReportSource) -> tuple[dict[str, Any], 
         raise ReportError(f"{REPORT_FILE}: tags must map names to strings or lists of strings")
     wanted_id = meta.get("id")
     if wanted_id is not None and (
-        not isinstance(wanted_id, int) or isinstance(wanted_id, bool) or wanted_id < 1
+        not isinstance(wanted_id, int)
+        or isinstance(wanted_id, bool)
+        or not 1 <= wanted_id <= MAX_REPORT_ID
     ):
-        raise ReportError(f"{REPORT_FILE}: id must be a positive integer")
+        shown = repr(wanted_id)
+        shown = shown if len(shown) <= 40 else shown[:40] + "…"
+        raise ReportError(
+            f"{REPORT_FILE}: id must be an integer from 1 to {MAX_REPORT_ID}, got {shown}"
+        )
     return meta, raw
 
 
 def prepare_report(
     root: Path, report: ReportSource, *, existing_id: int | None, signature: str, chunk_tokens: int
 ) -> PreparedReport:
+    if report.problem is not None:
+        raise ReportError(report.problem)
     meta, meta_bytes = read_report_meta(root, report)
     digest = hashlib.sha256(meta_bytes)
     documents = []
     newest_mtime = 0.0
+    inside = None if report.follow_external_links else str(root)
     for path in report.files:
-        documents.append(prepare_document(root, path, chunk_tokens))
+        documents.append(prepare_document(root, path, chunk_tokens, inside=inside))
         digest.update(path.encode() + b"\0" + documents[-1].content_hash.encode())
         try:
             newest_mtime = max(newest_mtime, (root / path).stat().st_mtime)
@@ -120,16 +148,22 @@ def prepare_report(
     )
 
 
-def prepare_document(root: Path, path: str, chunk_tokens: int) -> PreparedDocument:
+def prepare_document(
+    root: Path, path: str, chunk_tokens: int, *, inside: str | None = None
+) -> PreparedDocument:
+    """Read, parse and chunk one file; a file not read is kept with its status.
+
+    With ``inside`` (the source root, resolved), the file is read only if it
+    resolves there.
+    """
     file_path = root / path
     kind = kind_for_path(path) or "html"
     try:
-        size = file_path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            parsed = ParsedDocument(kind=kind, status="invalid", reason="too_large")
-            parsed.skipped.append(f"file is {size} bytes; the limit is {MAX_FILE_BYTES}")
-            return PreparedDocument(path, parsed, [], f"size:{size}", "invalid", "too_large")
-        data = file_path.read_bytes()
+        data = read_document(file_path, inside=inside)
+    except NotRead as refused:
+        parsed = refused.outcome(kind)
+        fingerprint = f"{refused.reason}:{refused.note}"
+        return PreparedDocument(path, parsed, [], fingerprint, "invalid", refused.reason)
     except OSError as error:
         parsed = ParsedDocument(kind=kind, status="invalid", reason="unreadable")
         parsed.skipped.append(str(error))

@@ -25,7 +25,12 @@ from researchstore.forwarding import prune_history, retire_report_chunks
 from researchstore.ids import new_id
 from researchstore.ingest.discovery import REPORT_FILE, ReportSource
 from researchstore.ingest.model import ChunkDraft, ParsedDocument
-from researchstore.ingest.prepare import PreparedDocument, PreparedReport, ReportError
+from researchstore.ingest.prepare import (
+    MAX_REPORT_ID,
+    PreparedDocument,
+    PreparedReport,
+    ReportError,
+)
 from researchstore.ingest.summary import IngestSummary
 
 if TYPE_CHECKING:
@@ -281,15 +286,57 @@ def claim_report_id(conn: sqlite3.Connection, wanted: int | None) -> int:
 
     ``reports.report_id`` alone would hand a removed report's id to the next
     new report, and an agent holding that id would get an unrelated report;
-    a high-water mark in ``meta`` prevents that.
+    a high-water mark in ``meta`` prevents that. Ids run from 1 to
+    ``MAX_REPORT_ID``; one beyond it (written by an older version) is
+    ignored, so it can never push the next id out of range.
     """
-    highest = max(
-        int(read_meta(conn, "report_id_high") or 0),
-        conn.execute("SELECT coalesce(max(report_id), 0) FROM reports").fetchone()[0],
-    )
-    report_id = wanted if wanted is not None else highest + 1
+    highest = _highest_report_id(conn)
+    if wanted is not None:
+        report_id = wanted
+    elif highest < MAX_REPORT_ID:
+        report_id = highest + 1
+    else:
+        report_id = _unused_report_id(conn)
     write_meta(conn, "report_id_high", str(max(highest, report_id)))
     return report_id
+
+
+def _highest_report_id(conn: sqlite3.Connection) -> int:
+    """The largest id in range ever claimed, as far as the store remembers."""
+    held = conn.execute(
+        "SELECT coalesce(max(report_id), 0) FROM reports WHERE report_id <= ?", (MAX_REPORT_ID,)
+    ).fetchone()[0]
+    mark = read_meta(conn, "report_id_high") or "0"
+    if mark.isdigit() and int(mark) <= MAX_REPORT_ID:
+        return max(int(held), int(mark))
+    # An older version stored an id out of range, and the mark with it: the
+    # ids of removed reports that the forwarding record still names stand in
+    # for what the mark remembered.
+    retired = conn.execute(
+        "SELECT coalesce(max(report_id), 0) FROM chunk_history WHERE report_id <= ?",
+        (MAX_REPORT_ID,),
+    ).fetchone()[0]
+    return max(int(held), int(retired))
+
+
+def _unused_report_id(conn: sqlite3.Connection) -> int:
+    """The smallest id no report holds and the forwarding record does not name.
+
+    Only when every id up to the limit has been claimed (a report.json asked
+    for the largest): reusing a long-gone id beats refusing every new report.
+    """
+    row = conn.execute(
+        "SELECT min(candidate) FROM ("
+        " SELECT 1 AS candidate"
+        " UNION ALL SELECT report_id + 1 FROM reports WHERE report_id < ?1"
+        " UNION ALL SELECT report_id + 1 FROM chunk_history WHERE report_id < ?1"
+        ") WHERE candidate NOT IN (SELECT report_id FROM reports)"
+        " AND candidate NOT IN (SELECT report_id FROM chunk_history)",
+        (MAX_REPORT_ID,),
+    ).fetchone()
+    if row[0] is None:
+        raise ReportError(f"every report id from 1 to {MAX_REPORT_ID} is in use")
+    return int(row[0])
 
 
 def write_document_report(
