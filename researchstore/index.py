@@ -43,6 +43,8 @@ _PHRASE = re.compile(r'"([^"]+)"')
 #: a workspace by ``research_evidence_retrieve``) is only ever found by a
 #: search that names its workspace, and then only that workspace's.
 NO_WORKSPACE = "-"
+#: A report id no report has (ids start at 1).
+NO_REPORT = -1
 
 
 #: Lucene's English stop words (what Anserini's BM25 drops): measured on
@@ -301,6 +303,17 @@ class SearchIndex:
                 # that opstamp and would fail with FileAlreadyExists. Tantivy's
                 # own garbage collection removes exactly those orphans.
                 writer.garbage_collect_files()
+                # A new writer stamps its first operation with the opstamp of
+                # the last commit, which Tantivy takes for part of that commit:
+                # a merge it starts before this writer's first commit (at that
+                # commit's opstamp) consumes the operation for some segments
+                # and skips it for a segment whose deletes date from that
+                # commit, so a first delete of documents in such a segment is
+                # lost when the merge lands (the documents come back). A
+                # writer opened after a kill meets this: the killed run left
+                # unmerged segments, and replaying starts with a delete. The
+                # opstamp is spent here on a delete that matches nothing.
+                writer.delete_documents_by_term("report_id", NO_REPORT)
             except BaseException as error:
                 _raise_write_error(error, self.path)
             self._writer = writer
