@@ -340,6 +340,77 @@ def test_check_reads_every_file_and_document_of_a_sound_index(filled_store: Stor
     assert report["reports_differing"] == 0 and report["repaired_on_open"] == []
 
 
+# -- the crash-recovery gap: a delete lost to a merge after a kill ---------------
+
+
+def indexed(report: int, count: int, *, version: int = 1) -> list[IndexedChunk]:
+    return [
+        IndexedChunk(
+            chunk_id=f"r{report}-v{version}-{number}",
+            report_id=report,
+            document_id=f"d{report}-v{version}",
+            title=f"Report {report}",
+            text=f"Hive {report}, survey {version}, note {number}.",
+            tags={},
+            date="2026-05-04",
+            source="field",
+            kind="text",
+        )
+        for number in range(count)
+    ]
+
+
+def one_segment_a_commit(folder: Path) -> SearchIndex:
+    """A new index whose writer has one indexing thread: each commit adds one segment."""
+    index = SearchIndex.create(folder)
+    index.close_writer()  # the bulk writer of a rebuild has two
+    return index
+
+
+def test_a_first_delete_after_a_killed_run_survives_the_merge_it_starts(tmp_path: Path) -> None:
+    """A run killed just after an index commit leaves segments no merge has seen yet,
+    the last commit's deletes in one of them; replaying its pending changes starts
+    with a delete. Tantivy stamps a new writer's first operation with the last
+    commit's opstamp, and the merge the next commit starts (at that opstamp) used
+    to lose it for exactly that segment: the old chunks came back.
+
+    The index is put in that state directly: a kill lands there only if it beats
+    a merge thread, which no test can promise.
+    """
+    earlier, last = tmp_path / "index", tmp_path / "last-commits"
+    index = one_segment_a_commit(earlier)
+    for report in range(1, 7):  # one large segment, five small
+        index.add(indexed(report, 300 if report == 1 else 60))
+        index.commit()
+    index.close_writer()
+    index = one_segment_a_commit(last)
+    index.add(indexed(7, 60))
+    index.commit()
+    index.add(indexed(20, 30) + indexed(21, 30) + indexed(22, 30))
+    index.commit()
+    index.delete_report(20)  # report 20 replaced: the last commit deletes in that segment
+    index.commit()
+    index.close_writer()
+    meta = json.loads((earlier / "meta.json").read_text())
+    last_meta = json.loads((last / "meta.json").read_text())
+    for path in last.iterdir():
+        if path.suffix in {".idx", ".pos", ".term", ".store", ".fast", ".fieldnorm", ".del"}:
+            shutil.copy2(path, earlier / path.name)
+    meta["segments"] += last_meta["segments"]
+    meta["opstamp"] = last_meta["opstamp"]
+    (earlier / "meta.json").write_text(json.dumps(meta))
+    assert len(meta["segments"]) == 8  # what the merge policy merges at the next commit
+
+    index = SearchIndex.open(earlier)
+    index.delete_report(21)  # the replay of report 21's pending change: delete, then add
+    index.add(indexed(21, 2, version=2))
+    index.commit()
+    index.close_writer()  # waits for the merge
+    held = SearchIndex.open(earlier).all_chunk_ids()
+    assert sorted(chunk for chunk in held if chunk.startswith("r21-")) == ["r21-v2-0", "r21-v2-1"]
+    assert len(held) == len(set(held)) == 300 + 6 * 60 + 2 + 30
+
+
 # -- 6. a panic in Tantivy ---------------------------------------------------------
 
 
