@@ -201,18 +201,18 @@ class IndexSync:
         process may have been between its SQLite and its index commit), and
         with another writer at work it is left to that writer.
         """
-        if not self._count_mismatches():
+        if not self._count_mismatches(refresh=False):  # the indexes were just opened
             return
         try:
             with self._store.writing(wait=False):
-                for kind, why in self._count_mismatches():
+                for kind, why in self._count_mismatches(refresh=True):
                     self._open[kind.name].close_writer()
                     self.repairs.append(f"{kind.name} rebuilt on opening ({why})")
                     self._open[kind.name] = self._rebuild(kind, why)
         except StoreLocked:
             return
 
-    def _count_mismatches(self) -> list[tuple[type[DerivedIndex], str]]:
+    def _count_mismatches(self, *, refresh: bool) -> list[tuple[type[DerivedIndex], str]]:
         with self._store.reading() as conn:
             if conn.execute("SELECT 1 FROM index_pending LIMIT 1").fetchone() is not None:
                 return []
@@ -221,7 +221,8 @@ class IndexSync:
         for kind in self._kinds:
             index = self._open[kind.name]
             try:
-                index.refresh()
+                if refresh:
+                    index.refresh()
                 held = index.document_count()
             except IndexDamaged as error:
                 mismatches.append((kind, f"unreadable: {error}"))
