@@ -96,7 +96,7 @@ def storage_error(
     if name.startswith("SQLITE_IOERR") or "disk I/O error" in text:
         # SQLite says "full" only for its own files' writes; creating the
         # shared-memory index of a write-ahead log on a full disk is an I/O error.
-        if _no_space_left(path):
+        if no_space_left(path):
             return disk_full(path, error)
         return UpstreamUnavailable(f"could not read or write {path} ({text}); check the disk")
     return None
@@ -106,7 +106,8 @@ def storage_error(
 NEARLY_FULL_BYTES = 1 << 20
 
 
-def _no_space_left(path: Path) -> bool:
+def no_space_left(path: Path) -> bool:
+    """Whether the filesystem holding ``path`` has (next to) no space left for us."""
     try:
         stats = os.statvfs(path.parent)
     except OSError:

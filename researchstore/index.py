@@ -30,6 +30,7 @@ from typing import Any, ClassVar, NoReturn
 
 import tantivy
 
+from researchstore.db import no_space_left
 from researchstore.derived import IndexDamaged, IndexedChunk, is_panic
 from researchstore.filters import SearchFilters, tag_terms
 
@@ -155,6 +156,10 @@ def _raise_write_error(error: BaseException, path: Path) -> NoReturn:
     """Leave with what a failed write of the index means: its OSError, or damage."""
     if isinstance(error, ValueError):
         code = _os_error(error)
+        if code is None and no_space_left(path):
+            # e.g. "The index writer was killed. It can happen if an indexing
+            # worker encountered an Io error": the worker's error is not quoted.
+            code = errno.ENOSPC
         if code is not None:
             raise OSError(code, f"{path}: {error}") from None
         raise error
