@@ -247,6 +247,8 @@ class IndexSync:
             outcome = "another process is writing the store, so it could not be repaired now"
         except ResearchStoreError as error:
             outcome = f"repairing it failed ({error.message})"
+        except OSError as error:
+            outcome = f"repairing it failed ({error})"
         return StoreDamaged(
             f"the word index beside {store.path} is damaged ({damage.message}); {outcome}. "
             f"To repair it by hand: researchstore rebuild-index {store.path}",

@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any
 from researchstore.catalogue import TOOLS
 from researchstore.db import storage_error
 from researchstore.derived import IndexDamaged, is_panic
-from researchstore.errors import InvalidInput, NotEntitled, ResearchStoreError, UpstreamUnavailable
+from researchstore.errors import (
+    InvalidInput,
+    NotEntitled,
+    ResearchStoreError,
+    StoreDamaged,
+    UpstreamUnavailable,
+)
 from researchstore.params import Tool
 from researchstore.principal import Principal, current_principal
 from researchstore.queries import owning_workspace
@@ -104,7 +110,7 @@ def call_tool(
             return {"result": _run_within_workspaces(store, tool, bound)}
         return {"result": tool.run(store, bound)}
     except IndexDamaged as damage:
-        return store.sync.recover(damage).to_envelope()
+        return _index_damaged(store, damage)
     except ResearchStoreError as error:
         return error.to_envelope()
     except (sqlite3.DatabaseError, OSError) as error:
@@ -120,4 +126,16 @@ def call_tool(
         if not is_panic(error):
             raise  # KeyboardInterrupt, SystemExit, a cancelled task: not ours to keep
         # A panic the index did not turn into IndexDamaged itself.
-        return store.sync.recover(IndexDamaged(f"a Rust panic: {error}")).to_envelope()
+        return _index_damaged(store, IndexDamaged(f"a Rust panic: {error}"))
+
+
+def _index_damaged(store: Store, damage: IndexDamaged) -> dict[str, Any]:
+    """The envelope of a call that met a damaged index, the index repaired meanwhile."""
+    try:
+        return store.sync.recover(damage).to_envelope()
+    except Exception as error:  # the boundary holds even if the repair breaks
+        return StoreDamaged(
+            f"the word index beside {store.path} is damaged ({damage.message}); repairing it "
+            f"failed ({type(error).__name__}: {error}). To repair it by hand: "
+            f"researchstore rebuild-index {store.path}"
+        ).to_envelope()

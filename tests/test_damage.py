@@ -23,6 +23,7 @@ import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from helpers import CLI, program, run_cli
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from researchstore import DiskFull, Store, StoreDamaged
+from researchstore import TOOLS, DiskFull, Store, StoreDamaged, call_tool
 from researchstore.auth import create_key
 from researchstore.db import queue_pending, storage_error
 from researchstore.derived import IndexedChunk
@@ -430,6 +431,39 @@ def test_a_panic_in_a_search_is_one_error_and_the_index_is_rebuilt(
         again = store.call("research_chunk_search", {"query": QUERY, "limit": 20})
         assert ids(again["result"]["hits"]) == expected
         assert_sound(store)
+
+
+def test_any_panic_in_a_tool_stays_inside_its_envelope(filled_store: Store) -> None:
+    class PanicException(BaseException):
+        """Stands in for ``pyo3_runtime.PanicException``: a BaseException, by that name."""
+
+    def panics(store: Store, arguments: dict[str, Any]) -> dict[str, Any]:
+        raise PanicException("index out of bounds: the len is 3 but the index is 7")
+
+    def interrupted(store: Store, arguments: dict[str, Any]) -> dict[str, Any]:
+        raise KeyboardInterrupt
+
+    get_chunks = TOOLS["get_chunks"]
+    envelope = call_tool(
+        filled_store,
+        "get_chunks",
+        {"ids": ["x"]},
+        tools={"get_chunks": replace(get_chunks, run=panics)},
+    )
+    message = envelope["error"]["message"]
+    assert envelope["error"]["code"] == "internal"
+    assert "a Rust panic: index out of bounds" in message
+    assert "it has been opened afresh (its files are sound)" in message  # nothing to rebuild
+    assert message.endswith(f"researchstore rebuild-index {filled_store.path}")
+    with pytest.raises(KeyboardInterrupt):  # not a panic: not the boundary's to keep
+        call_tool(
+            filled_store,
+            "get_chunks",
+            {"ids": ["x"]},
+            tools={"get_chunks": replace(get_chunks, run=interrupted)},
+        )
+    assert filled_store.search(QUERY)
+    assert_sound(filled_store)
 
 
 @contextmanager
