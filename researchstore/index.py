@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import re
 import struct
 import zlib
@@ -136,6 +137,7 @@ META = "meta.json"
 SEGMENT_FILES = ("idx", "pos", "term", "store", "fast", "fieldnorm")
 #: The end of every file Tantivy writes: a JSON footer, its length, this number.
 _FOOTER_MAGIC = 1337
+_CHECKSUM_BLOCK = 1 << 20
 _OS_ERROR = re.compile(r"os error (\d+)")
 
 
@@ -215,22 +217,36 @@ def missing_files(path: Path) -> list[str]:
 
 
 def checksum_problem(file: Path) -> str | None:
-    """Why ``file`` fails the checksum in its Tantivy footer, or None if it passes."""
+    """Why ``file`` fails the checksum in its Tantivy footer, or None if it passes.
+
+    The file is read once, a block at a time: memory stays flat however large.
+    """
     try:
-        data = file.read_bytes()
+        with open(file, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            if size < 8:
+                return f"{file.name} is truncated ({size} bytes)"
+            handle.seek(size - 8)
+            length, magic = struct.unpack("<II", handle.read(8))
+            if magic != _FOOTER_MAGIC or length > size - 8:
+                return f"{file.name} has no readable footer"
+            body = size - 8 - length
+            handle.seek(body)
+            try:
+                expected = int(json.loads(handle.read(length))["crc"])
+            except (ValueError, KeyError, TypeError):
+                return f"{file.name} has no readable footer"
+            handle.seek(0)
+            crc, left = 0, body
+            while left:
+                block = handle.read(min(left, _CHECKSUM_BLOCK))
+                if not block:
+                    return f"{file.name} is truncated"
+                crc = zlib.crc32(block, crc)
+                left -= len(block)
     except FileNotFoundError:
         return f"{file.name} is missing"
-    if len(data) < 8:
-        return f"{file.name} is truncated ({len(data)} bytes)"
-    length, magic = struct.unpack("<II", data[-8:])
-    if magic != _FOOTER_MAGIC or length > len(data) - 8:
-        return f"{file.name} has no readable footer"
-    try:
-        footer = json.loads(data[-8 - length : -8])
-        expected = int(footer["crc"])
-    except (ValueError, KeyError, TypeError):
-        return f"{file.name} has no readable footer"
-    if zlib.crc32(memoryview(data)[: -8 - length]) != expected:
+    if crc != expected:
         return f"{file.name} fails its checksum"
     return None
 
