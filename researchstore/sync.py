@@ -13,7 +13,7 @@ at the end, whenever it is missing, built for another store, of an older
 schema, unreadable (files missing or empty), or behind or ahead of what
 SQLite says it applied; and, once every pending change is applied, when it
 holds another number of documents than SQLite has ``ok`` chunks. A tool
-call that meets a damaged index has it rebuilt too (``recover``). Opening
+call that meets a damaged index has it repaired at once (``recover``). Opening
 never needs to write: with another writer at work, or the disk full, the
 pending work waits for the next writer.
 

@@ -4,7 +4,7 @@ Every call returns ``{"result": ...}`` or ``{"error": {"code", "message",
 "field"?, "details"?}}``; a miss is a result, and nothing escapes as an
 exception: not a Rust panic from an extension either (a ``BaseException``).
 A call that meets a damaged index gets ``internal`` saying so, and the index
-is rebuilt (``sync.IndexSync.recover``), so the next call works without a
+is repaired (``sync.IndexSync.recover``), so the next call works without a
 restart. A caller restricted to some workspaces (an API key over HTTP)
 gets, for an id in another workspace, exactly the miss an unknown id gets.
 """
