@@ -11,10 +11,12 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from researchstore.errors import (
+    DiskFull,
     InvalidInput,
     NotEntitled,
     ResearchStoreError,
     StoreClosed,
+    StoreDamaged,
     StoreLocked,
     UpstreamUnavailable,
 )
@@ -57,6 +59,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "TOOLS",
+    "DiskFull",
     "IngestSummary",
     "InvalidInput",
     "NotEntitled",
@@ -64,6 +67,7 @@ __all__ = [
     "SearchFilters",
     "Store",
     "StoreClosed",
+    "StoreDamaged",
     "StoreLocked",
     "UpstreamUnavailable",
     "__version__",

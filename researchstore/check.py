@@ -1,35 +1,170 @@
-"""``researchstore check``: does the store agree with itself and its indexes?"""
+"""``researchstore check``: does the store agree with itself and its indexes?
+
+It reads everything back: SQLite's integrity check over every page; every
+file of the word index against its checksum; every document the index
+stores (its chunk id), compared with the store's ``ok`` chunks, id for id;
+and each report's postings, counted through a query. What opening the
+store found and repaired is told too. Each problem comes with what to do.
+When the store cannot be opened at all, ``check_file`` runs SQLite's check
+on the file alone.
+"""
 
 from __future__ import annotations
 
+import sqlite3
+from collections import Counter
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from researchstore.db import damaged_store
+from researchstore.derived import IndexDamaged
+from researchstore.errors import StoreDamaged
 from researchstore.index import SearchIndex
 
 if TYPE_CHECKING:
     from researchstore.store import Store
 
+#: Lines of SQLite's integrity check, and reports whose counts differ, told by name.
+SHOWN = 5
+
 
 def check_store(store: Store) -> dict[str, Any]:
-    """SQLite's integrity check, and the exact sets of chunk ids of store and index."""
+    """The store checked against itself and its word index, everything read back."""
+    problems: list[str] = []
+    report: dict[str, Any] = {}
     with store.reading() as conn:
-        integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
-        ok_ids = {
-            row["chunk_id"]
-            for row in conn.execute("SELECT chunk_id FROM chunks WHERE status = 'ok'")
-        }
-        pending = conn.execute("SELECT count(*) FROM index_pending").fetchone()[0]
+        integrity = _integrity(conn)
+        report["integrity"] = integrity
+        if integrity != "ok":
+            problems.append(damaged_store(store.path, integrity, checked=True).message)
+        try:
+            ok_rows = conn.execute(
+                "SELECT chunk_id, report_id FROM chunks WHERE status = 'ok'"
+            ).fetchall()
+            pending = conn.execute("SELECT count(*) FROM index_pending").fetchone()[0]
+        except sqlite3.DatabaseError as error:
+            # Damaged beyond reading the chunks: the index cannot be compared.
+            problems.append(damaged_store(store.path, str(error), checked=True).message)
+            report.update(
+                consistent=False, problems=problems, repaired_on_open=list(store.sync.repairs)
+            )
+            return report
+    ok_ids = {row[0] for row in ok_rows}
+    per_report = Counter(row[1] for row in ok_rows)
+    report.update(
+        chunks_ok=len(ok_ids),
+        indexed=0,
+        missing_from_index=0,
+        unknown_to_store=0,
+        duplicates_in_index=0,
+        reports_differing=0,
+        pending=pending,
+        index_files="ok",
+    )
     index = store.sync.get(SearchIndex)
-    index.refresh()
-    indexed = index.all_chunk_ids()
+    rebuild = f"rebuild it with: researchstore rebuild-index {store.path}"
+    damaged_files: list[str] = []
+    unreadable = None
+    # Under the writer lock: no other process merges or replaces files meanwhile.
+    with store.writing(wait=True):
+        try:
+            index.refresh()
+            damaged_files = index.verify()
+            indexed = index.all_chunk_ids()
+            counts = index.report_counts(sorted(per_report))
+        except IndexDamaged as error:
+            unreadable = error.message
+    if damaged_files:
+        report["index_files"] = damaged_files
+        problems.append(
+            f"the word index {index.path} is damaged ({'; '.join(damaged_files[:SHOWN])}); "
+            + rebuild
+        )
+    if unreadable is not None:
+        if not damaged_files:
+            report["index_files"] = unreadable
+            problems.append(f"the word index cannot be read ({unreadable}); {rebuild}")
+        report.update(
+            consistent=False, problems=problems, repaired_on_open=list(store.sync.repairs)
+        )
+        return report
     indexed_set = set(indexed)
+    differing = sorted(
+        report_id for report_id, count in per_report.items() if counts.get(report_id) != count
+    )
+    report.update(
+        indexed=len(indexed),
+        missing_from_index=len(ok_ids - indexed_set),
+        unknown_to_store=len(indexed_set - ok_ids),
+        duplicates_in_index=len(indexed) - len(indexed_set),
+        reports_differing=len(differing),
+    )
+    disagreement = _disagreement(report, differing, counts, per_report)
+    if pending:
+        # Until they are applied the index is expected to differ.
+        problems.append(
+            f"{pending} changes are not in the word index yet ({disagreement or 'none seen'}): "
+            "another process is writing the store, or a run stopped before its index commit "
+            "(a crash, a full disk); the next open or run applies them"
+        )
+    elif disagreement:
+        problems.append(f"the word index disagrees with the store ({disagreement}); {rebuild}")
+    report.update(
+        consistent=not problems, problems=problems, repaired_on_open=list(store.sync.repairs)
+    )
+    return report
+
+
+def check_file(path: Path, opening: StoreDamaged) -> dict[str, Any]:
+    """For a store that cannot be opened: SQLite's integrity check of the file alone, read only."""
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            integrity = _integrity(conn)
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as error:
+        integrity = str(error)
     return {
         "integrity": integrity,
-        "chunks_ok": len(ok_ids),
-        "indexed": len(indexed),
-        "missing_from_index": len(ok_ids - indexed_set),
-        "unknown_to_store": len(indexed_set - ok_ids),
-        "duplicates_in_index": len(indexed) - len(indexed_set),
-        "pending": pending,
-        "consistent": integrity == "ok" and ok_ids == indexed_set and len(indexed) == len(ok_ids),
+        "consistent": False,
+        "problems": [opening.message],
+        "repaired_on_open": [],
     }
+
+
+def _integrity(conn: sqlite3.Connection) -> str:
+    """SQLite's integrity check: ``ok``, or its first findings (or why it could not run)."""
+    try:
+        lines = [str(row[0]) for row in conn.execute("PRAGMA integrity_check").fetchall()]
+    except sqlite3.DatabaseError as error:
+        return str(error)
+    if lines == ["ok"]:
+        return "ok"
+    more = f" (and {len(lines) - SHOWN} more)" if len(lines) > SHOWN else ""
+    return "; ".join(lines[:SHOWN]) + more
+
+
+def _disagreement(
+    report: dict[str, Any],
+    differing: list[int],
+    counts: dict[int, int],
+    per_report: Counter[int],
+) -> str:
+    parts = [
+        f"{report[key]} {label}"
+        for key, label in (
+            ("missing_from_index", "chunks missing from it"),
+            ("unknown_to_store", "chunks the store no longer has"),
+            ("duplicates_in_index", "chunks held twice"),
+        )
+        if report[key]
+    ]
+    if differing:
+        named = ", ".join(
+            f"report {report_id}: {counts.get(report_id, 0)} indexed, "
+            f"{per_report[report_id]} stored"
+            for report_id in differing[:SHOWN]
+        )
+        parts.append(f"{len(differing)} reports counted differently ({named})")
+    return "; ".join(parts)

@@ -4,10 +4,14 @@ Every transaction is explicit (autocommit connections, ``BEGIN IMMEDIATE``
 for writers). ``meta`` holds small store-wide values; ``index_pending`` is the
 durable record of changes the derived indexes have yet to follow, and its
 last issued number is read here and nowhere else.
+
+What a failed read or write of the file means is said here once
+(``storage_error``): a full disk, a busy or read-only file, a damaged file.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -17,7 +21,13 @@ from pathlib import Path
 from typing import IO
 
 from researchstore.dates import utc_now
-from researchstore.errors import InvalidInput, ResearchStoreError, UpstreamUnavailable
+from researchstore.errors import (
+    DiskFull,
+    InvalidInput,
+    ResearchStoreError,
+    StoreDamaged,
+    UpstreamUnavailable,
+)
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -43,18 +53,96 @@ def connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def open_error(path: Path, error: sqlite3.DatabaseError) -> ResearchStoreError:
-    """Say why a store file could not be opened, in terms a user can act on."""
+def open_error(
+    path: Path, error: sqlite3.DatabaseError, *, known_store: bool
+) -> ResearchStoreError:
+    """Say why a file could not be opened as a store, in terms a user can act on."""
+    translated = storage_error(path, error, known_store=known_store)
+    if translated is not None:
+        return translated
+    return InvalidInput(f"{path} is not a researchstore SQLite file ({error})", field="store")
+
+
+def storage_error(
+    path: Path, error: BaseException, *, known_store: bool = True
+) -> ResearchStoreError | None:
+    """What a failed read or write of ``path`` means, as an error a user can act on.
+
+    None when the error is none of these (a bug, or a constraint the caller
+    handles): a full disk (``DiskFull``), a busy or read-only file, a
+    damaged file (``StoreDamaged``), an I/O error. A file SQLite cannot read
+    as a database at all is damaged only if it is ``known_store``.
+    """
+    if isinstance(error, OSError):
+        return disk_full(path, error) if error.errno in (errno.ENOSPC, errno.EDQUOT) else None
+    if not isinstance(error, sqlite3.DatabaseError) or isinstance(error, sqlite3.IntegrityError):
+        return None
+    name = getattr(error, "sqlite_errorname", "") or ""
     text = str(error)
-    if "locked" in text or "busy" in text:
+    if name.startswith("SQLITE_FULL") or "database or disk is full" in text:
+        return disk_full(path, error)
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in text or "busy" in text:
         return UpstreamUnavailable(f"{path} is busy ({text}); try again", field="store")
-    if "readonly" in text or "read-only" in text:
+    if name.startswith("SQLITE_READONLY") or "readonly" in text or "read-only" in text:
         return InvalidInput(
             f"{path} is read-only: researchstore needs to write the file and its folder "
             "(write-ahead log, index)",
             field="store",
         )
-    return InvalidInput(f"{path} is not a researchstore SQLite file ({text})", field="store")
+    if name.startswith("SQLITE_CORRUPT") or "malformed" in text:
+        return damaged_store(path, text)
+    if name.startswith("SQLITE_NOTADB") or "not a database" in text:
+        return damaged_store(path, text) if known_store else None
+    if name.startswith("SQLITE_IOERR") or "disk I/O error" in text:
+        # SQLite says "full" only for its own files' writes; creating the
+        # shared-memory index of a write-ahead log on a full disk is an I/O error.
+        if no_space_left(path):
+            return disk_full(path, error)
+        return UpstreamUnavailable(f"could not read or write {path} ({text}); check the disk")
+    return None
+
+
+#: Less free space than this, and an I/O error is put down to a full disk.
+NEARLY_FULL_BYTES = 1 << 20
+
+
+def no_space_left(path: Path) -> bool:
+    """Whether the filesystem holding ``path`` has (next to) no space left for us."""
+    try:
+        stats = os.statvfs(path.parent)
+    except OSError:
+        return False
+    blocks = stats.f_bfree if os.geteuid() == 0 else stats.f_bavail
+    return blocks * stats.f_frsize < NEARLY_FULL_BYTES
+
+
+def disk_full(path: Path, error: BaseException) -> DiskFull:
+    """The one error a full disk gives, whichever write found it."""
+    return DiskFull(
+        f"the disk holding {path} is full ({_reason(error)}): free some space, then run "
+        "the command again (nothing committed is lost)",
+        details={"path": str(path)},
+    )
+
+
+def damaged_store(path: Path, reason: str, *, checked: bool = False) -> StoreDamaged:
+    """The error for a store file SQLite finds damaged, with what to do about it.
+
+    ``checked``: said by ``researchstore check`` itself, which need not be suggested.
+    """
+    see = "" if checked else f"see 'researchstore check {path}'; "
+    return StoreDamaged(
+        f"the store file {path} is damaged ({reason}): {see}"
+        "restore the file from a backup (its index is rebuilt from it), or save what SQLite "
+        f"can still read into a new store: sqlite3 {path} .recover | sqlite3 RECOVERED.db",
+        details={"path": str(path)},
+    )
+
+
+def _reason(error: BaseException) -> str:
+    if isinstance(error, OSError) and error.errno:
+        return os.strerror(error.errno)
+    return str(error)
 
 
 def read_meta(conn: sqlite3.Connection, key: str) -> str | None:
@@ -103,10 +191,13 @@ class WriterLock:
                     handle.close()
                     return False
                 time.sleep(0.05)
-        handle.seek(0)
-        handle.truncate()
-        handle.write(json.dumps({"pid": os.getpid(), "since": utc_now()}))
-        handle.flush()
+        try:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(json.dumps({"pid": os.getpid(), "since": utc_now()}))
+            handle.flush()
+        except OSError:
+            pass  # who holds the lock only serves messages: a full disk must not stop a writer
         self._handle = handle
         return True
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, Self
 
+from researchstore.errors import StoreDamaged
+
 
 @dataclass(frozen=True, slots=True)
 class IndexedChunk:
@@ -34,8 +36,21 @@ class IndexedChunk:
     workspace: str | None = None
 
 
-class IndexDamaged(Exception):
-    """A derived index's folder cannot be opened or read as it is: rebuild it."""
+class IndexDamaged(StoreDamaged):
+    """A derived index's folder cannot be opened or read as it is: rebuild it.
+
+    The index is rebuilt from SQLite when this is met on opening, and by the
+    tool boundary when a call meets it; nothing in SQLite is lost.
+    """
+
+
+def is_panic(error: BaseException) -> bool:
+    """A Rust panic raised through PyO3 (``pyo3_runtime.PanicException``, a ``BaseException``).
+
+    An index in a Rust extension panics on some damaged files instead of
+    raising: it is damage to report, not a reason to stop the process.
+    """
+    return type(error).__name__ == "PanicException"
 
 
 class DerivedIndex(Protocol):
@@ -58,6 +73,11 @@ class DerivedIndex(Protocol):
         """Create an empty index in a new folder, ready for a bulk load."""
         ...
 
+    @classmethod
+    def holds_data(cls, path: Path) -> bool:
+        """Whether the folder at ``path`` holds documents (or what may be them)."""
+        ...
+
     def add(self, chunks: Sequence[IndexedChunk]) -> None:
         """Add chunks (uncommitted); raise if one of them is refused."""
         ...
@@ -77,7 +97,15 @@ class DerivedIndex(Protocol):
         ...
 
     def all_chunk_ids(self) -> list[str]:
-        """Every chunk id held (for checks, never on a hot path)."""
+        """Every chunk id held, read back from what the index stores (for checks)."""
+        ...
+
+    def document_count(self) -> int:
+        """How many chunks the index holds, cheaply (it is compared on every open)."""
+        ...
+
+    def verify(self) -> list[str]:
+        """Read the index's files back in full; what is damaged, if anything (for checks)."""
         ...
 
 
@@ -86,6 +114,18 @@ def index_title(report_title: str, document_title: str | None) -> str:
     if document_title and document_title != report_title:
         return f"{report_title}\n{document_title}"
     return report_title
+
+
+def count_ok_chunks(conn: sqlite3.Connection) -> int:
+    """How many chunks every derived index must hold: the ``ok`` ones.
+
+    Counted as all chunks less the few that are not ``ok`` (a partial index
+    holds those), so it costs a walk of the smallest index, never of the table.
+    """
+    row = conn.execute(
+        "SELECT (SELECT count(*) FROM chunks) - (SELECT count(*) FROM chunks WHERE status != 'ok')"
+    ).fetchone()
+    return int(row[0])
 
 
 def indexed_chunks(

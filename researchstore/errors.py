@@ -4,7 +4,9 @@
      ├── InvalidInput               code "invalid_input",       exit 2
      ├── NotEntitled                code "not_entitled",        exit 3
      ├── UpstreamUnavailable        code "upstream_unavailable", exit 4
-     │    └── StoreLocked           code "upstream_unavailable", exit 75
+     │    ├── StoreLocked           code "upstream_unavailable", exit 75
+     │    └── DiskFull              code "upstream_unavailable", exit 4
+     ├── StoreDamaged               code "internal",            exit 1
      └── StoreClosed                code "internal",            exit 1
 
 The tool layer turns them into ``{"error": {...}}`` envelopes, the CLI into
@@ -76,6 +78,18 @@ class StoreLocked(UpstreamUnavailable):
     """Another process holds the store's writer lock."""
 
     exit_code = 75  # EX_TEMPFAIL: cron wrappers treat it as "try again later"
+
+
+class DiskFull(UpstreamUnavailable):
+    """The disk holding the store (or its index) has no space left; free some and retry.
+
+    Nothing committed is lost: work that could not be written is redone by
+    the next run, and index work waits in the pending record.
+    """
+
+
+class StoreDamaged(ResearchStoreError):
+    """The store file or an index beside it is damaged; the message says how to repair it."""
 
 
 class StoreClosed(ResearchStoreError):

@@ -7,18 +7,32 @@ SQLite through ``sync.IndexSync``.
 Queries are never given to Tantivy's query parser: user text is analysed with
 the index's own analyzer and turned into term and phrase queries here, so no
 input can raise a parse error.
+
+Damage is Tantivy's to find and this module's to name: a folder whose
+``meta.json`` or segment files are missing or empty is refused on opening,
+and whatever Tantivy raises while reading (an error about the data, or a
+Rust panic, which Python sees as a ``BaseException``) leaves here as
+``IndexDamaged``. ``verify`` reads every file back against its checksum.
+An I/O error from Tantivy leaves as the ``OSError`` it names, so a full
+disk is told apart from damage.
 """
 
 from __future__ import annotations
 
+import errno
+import json
+import os
 import re
+import struct
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 import tantivy
 
-from researchstore.derived import IndexDamaged, IndexedChunk
+from researchstore.db import no_space_left
+from researchstore.derived import IndexDamaged, IndexedChunk, is_panic
 from researchstore.filters import SearchFilters, tag_terms
 
 #: Bump when the fields or the analyzer change: older indexes are rebuilt.
@@ -31,6 +45,8 @@ _PHRASE = re.compile(r'"([^"]+)"')
 #: a workspace by ``research_evidence_retrieve``) is only ever found by a
 #: search that names its workspace, and then only that workspace's.
 NO_WORKSPACE = "-"
+#: A report id no report has (ids start at 1).
+NO_REPORT = -1
 
 
 #: Lucene's English stop words (what Anserini's BM25 drops): measured on
@@ -115,6 +131,126 @@ def date_number(date: str) -> int:
     return int(date[:10].replace("-", ""))
 
 
+META = "meta.json"
+#: The files Tantivy writes for every segment (``<segment>.<ext>``); a segment
+#: with deletes also has ``<segment>.<opstamp>.del``.
+SEGMENT_FILES = ("idx", "pos", "term", "store", "fast", "fieldnorm")
+#: The end of every file Tantivy writes: a JSON footer, its length, this number.
+_FOOTER_MAGIC = 1337
+_CHECKSUM_BLOCK = 1 << 20
+_OS_ERROR = re.compile(r"os error (\d+)")
+
+
+def _raise_read_error(error: BaseException, path: Path | None = None) -> NoReturn:
+    """Leave with what a failed read of the index means: its OSError, or damage."""
+    where = f"{path}: " if path is not None else ""
+    if isinstance(error, ValueError):
+        code = _os_error(error)
+        if code is not None and code not in (errno.ENOENT, errno.EIO):
+            raise OSError(code, f"{where}{error}") from None
+        raise IndexDamaged(f"{where}{error}") from None
+    if is_panic(error):
+        raise IndexDamaged(f"{where}Tantivy panicked reading it ({error})") from None
+    raise error
+
+
+def _raise_write_error(error: BaseException, path: Path) -> NoReturn:
+    """Leave with what a failed write of the index means: its OSError, or damage."""
+    if isinstance(error, ValueError):
+        code = _os_error(error)
+        if code is None and no_space_left(path):
+            # e.g. "The index writer was killed. It can happen if an indexing
+            # worker encountered an Io error": the worker's error is not quoted.
+            code = errno.ENOSPC
+        if code is not None:
+            raise OSError(code, f"{path}: {error}") from None
+        raise error
+    if is_panic(error):
+        raise IndexDamaged(f"{path}: Tantivy panicked writing it ({error})") from None
+    raise error
+
+
+def _os_error(error: ValueError) -> int | None:
+    """The errno Tantivy quotes in an I/O error ("... (os error 28)"), if any."""
+    if "No space left on device" in str(error):
+        return errno.ENOSPC
+    found = _OS_ERROR.search(str(error))
+    return int(found.group(1)) if found else None
+
+
+def segment_files(path: Path) -> dict[str, list[Path]]:
+    """Every file ``meta.json`` says each segment has, by segment id.
+
+    Raises ``IndexDamaged`` when ``meta.json`` is missing or unreadable.
+    """
+    try:
+        meta = json.loads((path / META).read_text())
+        segments = meta["segments"]
+        files = {}
+        for segment in segments:
+            name = str(segment["segment_id"]).replace("-", "")
+            listed = [path / f"{name}.{ext}" for ext in SEGMENT_FILES]
+            deletes = segment.get("deletes")
+            if deletes:
+                listed.append(path / f"{name}.{int(deletes['opstamp'])}.del")
+            files[name] = listed
+    except FileNotFoundError:
+        raise IndexDamaged(f"{path}: {META} is missing") from None
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise IndexDamaged(f"{path}: {META} cannot be read ({error})") from None
+    return files
+
+
+def missing_files(path: Path) -> list[str]:
+    """The files ``meta.json`` lists that are missing or empty (a cheap look, no reads)."""
+    problems = []
+    for files in segment_files(path).values():
+        for file in files:
+            try:
+                size = file.stat().st_size
+            except FileNotFoundError:
+                problems.append(f"{file.name} is missing")
+                continue
+            if size == 0:
+                problems.append(f"{file.name} is empty")
+    return problems
+
+
+def checksum_problem(file: Path) -> str | None:
+    """Why ``file`` fails the checksum in its Tantivy footer, or None if it passes.
+
+    The file is read once, a block at a time: memory stays flat however large.
+    """
+    try:
+        with open(file, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            if size < 8:
+                return f"{file.name} is truncated ({size} bytes)"
+            handle.seek(size - 8)
+            length, magic = struct.unpack("<II", handle.read(8))
+            if magic != _FOOTER_MAGIC or length > size - 8:
+                return f"{file.name} has no readable footer"
+            body = size - 8 - length
+            handle.seek(body)
+            try:
+                expected = int(json.loads(handle.read(length))["crc"])
+            except (ValueError, KeyError, TypeError):
+                return f"{file.name} has no readable footer"
+            handle.seek(0)
+            crc, left = 0, body
+            while left:
+                block = handle.read(min(left, _CHECKSUM_BLOCK))
+                if not block:
+                    return f"{file.name} is truncated"
+                crc = zlib.crc32(block, crc)
+                left -= len(block)
+    except FileNotFoundError:
+        return f"{file.name} is missing"
+    if crc != expected:
+        return f"{file.name} fails its checksum"
+    return None
+
+
 class SearchIndex:
     """One Tantivy index folder: open, write, search."""
 
@@ -131,22 +267,46 @@ class SearchIndex:
 
     @classmethod
     def open(cls, path: Path) -> SearchIndex:
-        try:
-            index = tantivy.Index(SCHEMA, path=str(path), reuse=True)
-        except ValueError as error:  # tantivy's word for a damaged folder
-            raise IndexDamaged(f"{path}: {error}") from None
-        index.register_tokenizer(ANALYZER, build_analyzer())
-        # We reload by hand after our own commits; the watcher picks up
-        # commits made by other processes.
-        index.config_reader(reload_policy="commit")
-        return cls(path, index)
+        # Tantivy would take a folder without meta.json for a new, empty
+        # index, and reads a segment's files only when a search needs them:
+        # look at what meta.json lists first, so such a folder is rebuilt.
+        problems = missing_files(path)
+        if problems:
+            raise IndexDamaged(f"{path}: {'; '.join(problems)}")
+        return cls._load(path)
 
     @classmethod
     def create(cls, path: Path) -> SearchIndex:
         path.mkdir(parents=True, exist_ok=False)
-        index = cls.open(path)
+        index = cls._load(path)
         index.writer(bulk=True)
         return index
+
+    @classmethod
+    def _load(cls, path: Path) -> SearchIndex:
+        try:
+            index = tantivy.Index(SCHEMA, path=str(path), reuse=True)
+            index.register_tokenizer(ANALYZER, build_analyzer())
+            # We reload by hand after our own commits; the watcher picks up
+            # commits made by other processes.
+            index.config_reader(reload_policy="commit")
+        except BaseException as error:  # ValueError: tantivy's word for a damaged folder
+            _raise_read_error(error, path)
+        return cls(path, index)
+
+    @classmethod
+    def holds_data(cls, path: Path) -> bool:
+        """Whether the folder at ``path`` holds an index with documents (or what may be one)."""
+        if not path.is_dir():
+            return False
+        try:
+            segments = json.loads((path / META).read_text())["segments"]
+        except FileNotFoundError:
+            suffixes = {f".{ext}" for ext in SEGMENT_FILES}
+            return any(entry.suffix in suffixes for entry in path.iterdir())
+        except (OSError, ValueError, KeyError, TypeError):
+            return True  # something is there, and it is not ours to judge
+        return bool(segments)
 
     # -- writing ---------------------------------------------------------
 
@@ -157,16 +317,38 @@ class SearchIndex:
             # A rebuild (bulk) may use both cores and a bigger buffer: the
             # stemmer in Tantivy's indexing thread is its bottleneck.
             heap, threads = (128_000_000, 2) if bulk else (64_000_000, 1)
-            self._writer = self._index.writer(heap_size=heap, num_threads=threads)
-            # A writer killed mid-run (kill -9) leaves files its commit never
-            # named, e.g. "<segment>.<opstamp>.del"; the next writer reuses
-            # that opstamp and would fail with FileAlreadyExists. Tantivy's
-            # own garbage collection removes exactly those orphans.
-            self._writer.garbage_collect_files()
+            try:
+                writer = self._index.writer(heap_size=heap, num_threads=threads)
+                # A writer killed mid-run (kill -9) leaves files its commit never
+                # named, e.g. "<segment>.<opstamp>.del"; the next writer reuses
+                # that opstamp and would fail with FileAlreadyExists. Tantivy's
+                # own garbage collection removes exactly those orphans.
+                writer.garbage_collect_files()
+                # A new writer stamps its first operation with the opstamp of
+                # the last commit, which Tantivy takes for part of that commit:
+                # a merge it starts before this writer's first commit (at that
+                # commit's opstamp) consumes the operation for some segments
+                # and skips it for a segment whose deletes date from that
+                # commit, so a first delete of documents in such a segment is
+                # lost when the merge lands (the documents come back). A
+                # writer opened after a kill meets this: the killed run left
+                # unmerged segments, and replaying starts with a delete. The
+                # opstamp is spent here on a delete that matches nothing.
+                writer.delete_documents_by_term("report_id", NO_REPORT)
+            except BaseException as error:
+                _raise_write_error(error, self.path)
+            self._writer = writer
         return self._writer
 
     def add(self, chunks: Sequence[IndexedChunk]) -> None:
         writer = self.writer()
+        try:
+            self._add(writer, chunks)
+        except BaseException as error:
+            _raise_write_error(error, self.path)
+
+    @staticmethod
+    def _add(writer: tantivy.IndexWriter, chunks: Sequence[IndexedChunk]) -> None:
         for chunk in chunks:
             document = tantivy.Document(
                 chunk_id=chunk.chunk_id,
@@ -187,45 +369,101 @@ class SearchIndex:
             writer.add_document(document)
 
     def delete_report(self, report_id: int) -> None:
-        self.writer().delete_documents_by_term("report_id", report_id)
+        writer = self.writer()
+        try:
+            writer.delete_documents_by_term("report_id", report_id)
+        except BaseException as error:
+            _raise_write_error(error, self.path)
 
     def commit(self) -> None:
         if self._writer is not None:
-            self._writer.commit()
-            self._index.reload()
+            try:
+                self._writer.commit()
+                self._index.reload()
+            except BaseException as error:
+                _raise_write_error(error, self.path)
 
     def rollback(self) -> None:
         if self._writer is not None:
             self._writer.rollback()
 
     def close_writer(self) -> None:
-        """Release Tantivy's writer lock (after a commit or a rollback)."""
-        if self._writer is not None:
-            self._writer.wait_merging_threads()
-            self._writer = None
+        """Release Tantivy's writer lock; what was not committed is dropped."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            try:
+                writer.wait_merging_threads()
+            except ValueError:
+                # A background merge failed (a full disk, say): merges are
+                # optional, the last commit stands, and the writer is gone.
+                pass
 
     # -- reading ---------------------------------------------------------
 
     def searcher(self) -> tantivy.Searcher:
         """A snapshot of the index as of its last reload (cheap to take)."""
-        return self._index.searcher()
+        try:
+            return self._index.searcher()
+        except BaseException as error:
+            _raise_read_error(error, self.path)
 
     def refresh(self) -> None:
         """Pick up commits made by another process now."""
-        self._index.reload()
+        try:
+            self._index.reload()
+        except BaseException as error:
+            _raise_read_error(error, self.path)
 
     def all_chunk_ids(self) -> list[str]:
-        """Every chunk id the index holds (for consistency checks, not hot paths)."""
+        """Every chunk id the index holds, each read back from its stored document.
+
+        For consistency checks, not hot paths: it reads every stored document.
+        """
         searcher = self.searcher()
-        total = searcher.num_docs
-        if total == 0:
-            return []
-        result = searcher.search(tantivy.Query.all_query(), limit=total, count=False)
-        return [_chunk_id(searcher, address) for _, address in result.hits]
+        try:
+            total = searcher.num_docs
+            if total == 0:
+                return []
+            result = searcher.search(tantivy.Query.all_query(), limit=total, count=False)
+            return [_chunk_id(searcher, address) for _, address in result.hits]
+        except BaseException as error:
+            _raise_read_error(error, self.path)
+
+    def document_count(self) -> int:
+        """How many documents the index holds (as its segment list says: no reads)."""
+        return self.num_docs
 
     @property
     def num_docs(self) -> int:
-        return self.searcher().num_docs
+        searcher = self.searcher()
+        try:
+            return int(searcher.num_docs)
+        except BaseException as error:
+            _raise_read_error(error, self.path)
+
+    def report_counts(self, report_ids: Sequence[int]) -> dict[int, int]:
+        """How many documents each report has in the index, counted through its postings."""
+        searcher = self.searcher()
+        counts = {}
+        try:
+            for report_id in report_ids:
+                query = tantivy.Query.term_query(SCHEMA, "report_id", report_id)
+                result = searcher.search(query, limit=1, count=True)
+                # ``count`` is there when asked for, but missing from tantivy's stubs.
+                counts[report_id] = int(result.count or 0)  # type: ignore[attr-defined]
+        except BaseException as error:
+            _raise_read_error(error, self.path)
+        return counts
+
+    def verify(self) -> list[str]:
+        """Read every file of the index back against its checksum; what is wrong, if anything."""
+        problems = []
+        for files in segment_files(self.path).values():
+            for file in files:
+                problem = checksum_problem(file)
+                if problem is not None:
+                    problems.append(problem)
+        return problems
 
     def build_query(self, text: str, filters: SearchFilters) -> tantivy.Query | None:
         """Turn any user text into a query; None when it has no searchable term."""
@@ -297,13 +535,19 @@ class SearchIndex:
         query: tantivy.Query, *, limit: int, offset: int, searcher: tantivy.Searcher
     ) -> list[tuple[float, Any]]:
         """Top hits as ``(score, address)``: cheap; loading a hit's id is not."""
-        result = searcher.search(query, limit=limit, offset=offset, count=False)
+        try:
+            result = searcher.search(query, limit=limit, offset=offset, count=False)
+        except BaseException as error:
+            _raise_read_error(error)
         return [(float(score), address) for score, address in result.hits]
 
     @staticmethod
     def chunk_ids(addresses: Sequence[Any], *, searcher: tantivy.Searcher) -> list[str]:
         """The chunk ids stored for these hits (each costs a doc-store read)."""
-        return [_chunk_id(searcher, address) for address in addresses]
+        try:
+            return [_chunk_id(searcher, address) for address in addresses]
+        except BaseException as error:
+            _raise_read_error(error)
 
     def snippets(
         self,
@@ -315,7 +559,10 @@ class SearchIndex:
     ) -> list[str]:
         """Highlighted fragments (HTML-escaped, matches in ``<b>``) of ``texts``."""
         searcher = searcher or self.searcher()
-        generator = tantivy.SnippetGenerator.create(searcher, query, SCHEMA, "text")
+        try:
+            generator = tantivy.SnippetGenerator.create(searcher, query, SCHEMA, "text")
+        except BaseException as error:
+            _raise_read_error(error, self.path)
         generator.set_max_num_chars(max_chars)
         out = []
         for text in texts:

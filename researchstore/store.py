@@ -14,13 +14,13 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from researchstore import queries
 from researchstore.catalogue import TOOLS
-from researchstore.db import WriterLock, connect, open_error, read_meta
+from researchstore.db import WriterLock, connect, open_error, read_meta, storage_error
 from researchstore.derived import DerivedIndex
-from researchstore.errors import InvalidInput, StoreClosed, StoreLocked
+from researchstore.errors import InvalidInput, ResearchStoreError, StoreClosed, StoreLocked
 from researchstore.index import SearchIndex
 from researchstore.schema import migrate
 from researchstore.sync import IndexSync
@@ -59,22 +59,34 @@ class Store:
         self._writer_lock = WriterLock(self.path.with_name(self.path.name + ".lock"))
         self._writer_depth = 0
         self._conn: sqlite3.Connection | None = None
+        self.sync = IndexSync(self, DERIVED_INDEXES)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.path.is_dir():
             raise InvalidInput(f"{self.path} is a directory, not a store file", field="store")
+        if _looks_new(self.path):
+            # An index beside a new store belongs to the store this file was.
+            self.sync.refuse_orphaned_indexes()
+        #: Whether the file is known to be a store (so unreadable means damaged).
+        self._known_store = self.sync.any_index_beside()
         try:
             self._conn = connect(self.path)
             with self.transaction() as conn:
                 migrate(conn)
                 self.store_uuid = read_meta(conn, "store_uuid") or ""
-        except sqlite3.DatabaseError as error:
+        except (sqlite3.DatabaseError, ResearchStoreError) as error:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
-            raise open_error(self.path, error) from None
-        self.sync = IndexSync(self, DERIVED_INDEXES)
-        self.sync.open()
-        self.sync.catch_up(wait=False)
+            if isinstance(error, ResearchStoreError):
+                raise
+            raise open_error(self.path, error, known_store=self._known_store) from None
+        self._known_store = True
+        try:
+            self.sync.open()
+            self.sync.settle()
+        except BaseException:
+            self.close()
+            raise
 
     # -- lifetime --------------------------------------------------------
 
@@ -103,12 +115,11 @@ class Store:
             conn = self._conn
             if conn is None:
                 return
-            if hasattr(self, "sync"):
-                self.sync.close_writers()
+            self.sync.close()
             try:
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            except sqlite3.OperationalError:
-                pass  # another connection is reading; its close checkpoints
+            except sqlite3.DatabaseError:
+                pass  # another connection is reading (its close checkpoints), or a full disk
             conn.close()
             self._conn = None
             self._writer_lock.release()
@@ -122,33 +133,52 @@ class Store:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction (``BEGIN IMMEDIATE``); nests as a no-op."""
+        """A write transaction (``BEGIN IMMEDIATE``); nests as a no-op.
+
+        A full disk, a busy file or a damaged one leaves as the error that
+        says so (``db.storage_error``), raised in the body or at the commit.
+        """
         with self._lock:
             conn = self._connection()
-            if conn.in_transaction:
+            nested = conn.in_transaction
+            if nested:
                 yield conn
                 return
-            conn.execute("BEGIN IMMEDIATE")
             try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                except BaseException:
+                    if conn.in_transaction:  # SQLite may have rolled back already
+                        conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+            except sqlite3.DatabaseError as error:
+                self._raise_storage_error(error)
 
     @contextmanager
     def reading(self) -> Iterator[sqlite3.Connection]:
         """One read transaction: every query inside sees the same snapshot."""
         with self._lock:
             conn = self._connection()
-            if conn.in_transaction:
+            nested = conn.in_transaction
+            if nested:
                 yield conn
                 return
-            conn.execute("BEGIN")
             try:
-                yield conn
-            finally:
-                conn.execute("COMMIT")
+                conn.execute("BEGIN")
+                try:
+                    yield conn
+                finally:
+                    _end_reading(conn)
+            except sqlite3.DatabaseError as error:
+                self._raise_storage_error(error)
+
+    def _raise_storage_error(self, error: sqlite3.DatabaseError) -> NoReturn:
+        translated = storage_error(self.path, error, known_store=self._known_store)
+        if translated is None:
+            raise error
+        raise translated from error
 
     @contextmanager
     def writing(self, *, wait: bool = True) -> Iterator[None]:
@@ -166,8 +196,7 @@ class Store:
             finally:
                 self._writer_depth -= 1
                 if self._writer_depth == 0:
-                    if hasattr(self, "sync"):
-                        self.sync.close_writers()
+                    self.sync.close_writers()
                     self._writer_lock.release()
 
     # -- the indexes -----------------------------------------------------
@@ -331,6 +360,36 @@ class Store:
             "report"
         ]
         return report
+
+
+def _end_reading(conn: sqlite3.Connection) -> None:
+    """End a read transaction, whatever the reads inside it met.
+
+    After a read of a damaged page SQLite repeats the error at COMMIT (and
+    ends the transaction): the reader has been told already, and a read
+    transaction has nothing to lose.
+    """
+    if not conn.in_transaction:
+        return
+    try:
+        conn.execute("COMMIT")
+    except sqlite3.DatabaseError:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+
+
+def _looks_new(path: Path) -> bool:
+    """Whether opening ``path`` would create a new store: no file, or an empty one.
+
+    An empty file with a write-ahead log beside it is left to SQLite.
+    """
+    try:
+        if path.stat().st_size > 0:
+            return False
+    except FileNotFoundError:
+        return True
+    wal = path.with_name(path.name + "-wal")
+    return not wal.exists() or wal.stat().st_size == 0
 
 
 __all__ = ["DERIVED_INDEXES", "Store"]

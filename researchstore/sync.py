@@ -10,20 +10,37 @@ reflects it. A crash in between leaves the row, and the next open replays it
 
 An index folder is rebuilt from SQLite, into a temporary folder swapped in
 at the end, whenever it is missing, built for another store, of an older
-schema, unreadable, or behind or ahead of what SQLite says it applied.
+schema, unreadable (files missing or empty), or behind or ahead of what
+SQLite says it applied; and, once every pending change is applied, when it
+holds another number of documents than SQLite has ``ok`` chunks. A tool
+call that meets a damaged index has it repaired at once (``recover``). Opening
+never needs to write: with another writer at work, or the disk full, the
+pending work waits for the next writer.
+
+An index beside a store file that is missing or empty belongs to the store
+that file was: it is left alone and the store refuses to open.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+import re
+import shutil
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
-from researchstore.db import last_pending_seq, read_meta, write_meta
-from researchstore.derived import DerivedIndex, IndexDamaged, IndexedChunk, indexed_chunks
-from researchstore.errors import StoreLocked
+from researchstore.db import last_pending_seq, read_meta, storage_error, write_meta
+from researchstore.derived import (
+    DerivedIndex,
+    IndexDamaged,
+    IndexedChunk,
+    count_ok_chunks,
+    indexed_chunks,
+)
+from researchstore.errors import DiskFull, ResearchStoreError, StoreDamaged, StoreLocked
 from researchstore.progress import progress_bar
 
 if TYPE_CHECKING:
@@ -61,6 +78,8 @@ class IndexSync:
         self._store = store
         self._kinds = tuple(kinds)
         self._open: dict[str, DerivedIndex] = {}
+        #: What opening found and repaired (or could not), for ``check`` to tell.
+        self.repairs: list[str] = []
 
     # -- opening -----------------------------------------------------------
 
@@ -74,8 +93,64 @@ class IndexSync:
 
     def open(self) -> None:
         """Open every index, rebuilding those that cannot be used as they are."""
+        self.remove_stale_folders()
         for kind in self._kinds:
             self._open[kind.name] = self._open_one(kind)
+
+    def settle(self) -> None:
+        """After opening: apply what is pending, then check each index's document count.
+
+        Both need the writer lock, taken only if free: another writer applies
+        the record itself. On a full disk the pending work waits (reads still
+        work), and an index that cannot be rebuilt now is told in ``repairs``;
+        so is a damaged store file, which each call that meets it reports.
+        """
+        try:
+            self.catch_up(wait=False)
+            self.verify_counts()
+        except DiskFull as error:
+            self.repairs.append(f"left for the next writer: {error.message}")
+        except StoreDamaged as error:
+            # Each call that meets the damage says so; reads elsewhere still work.
+            self.repairs.append(f"not compared: {error.message}")
+
+    def any_index_beside(self) -> bool:
+        """Whether an index of a store lies beside the store file (its sidecar is there)."""
+        return any((self.folder(kind) / SIDECAR).exists() for kind in self._kinds)
+
+    def refuse_orphaned_indexes(self) -> None:
+        """Refuse a new (missing or empty) store file that has an index with documents beside it.
+
+        That index belongs to the store the file was: rebuilding it from an
+        empty store would wipe it. It is left as it is.
+        """
+        path = self._store.path
+        for kind in self._kinds:
+            folder = self.folder(kind)
+            if not kind.holds_data(folder):
+                continue
+            state = "empty (0 bytes)" if path.exists() else "missing"
+            raise StoreDamaged(
+                f"the store file {path} is {state}, but the {kind.name} beside it ({folder}) "
+                "holds a store's documents: the store file was truncated, replaced or removed. "
+                f"Nothing was changed. Restore {path} from a backup; or, to start a new, empty "
+                f"store at {path}, delete {folder} first.",
+                details={"path": str(path), "index": str(folder)},
+            )
+
+    def remove_stale_folders(self) -> None:
+        """Remove the rebuild and swap folders that processes no longer alive left behind."""
+        for kind in self._kinds:
+            folder = self.folder(kind)
+            pattern = re.compile(re.escape(folder.name) + r"\.(?:rebuild|old)-(\d+)")
+            try:
+                entries = list(folder.parent.iterdir())
+            except OSError:
+                return
+            for entry in entries:
+                found = pattern.fullmatch(entry.name)
+                if found and not _process_alive(int(found.group(1))):
+                    shutil.rmtree(entry, ignore_errors=True)
 
     def problem(self, kind: type[DerivedIndex]) -> str | None:
         """Why the folder of ``kind`` cannot be used as it is, or None."""
@@ -101,8 +176,8 @@ class IndexSync:
         if problem is None:
             try:
                 return kind.open(self.folder(kind))
-            except IndexDamaged:
-                problem = "unreadable"
+            except IndexDamaged as error:
+                problem = f"unreadable: {error}"
         with self._store.writing(wait=True):
             # Another process may have rebuilt it while we waited.
             if self.problem(kind) is None:
@@ -110,7 +185,92 @@ class IndexSync:
                     return kind.open(self.folder(kind))
                 except IndexDamaged:
                     pass
+            if problem != "missing" or self._store_has_chunks():
+                self.repairs.append(f"{kind.name} rebuilt on opening ({problem})")
             return self._rebuild(kind, problem)
+
+    def _store_has_chunks(self) -> bool:
+        with self._store.reading() as conn:
+            return conn.execute("SELECT 1 FROM chunks LIMIT 1").fetchone() is not None
+
+    def verify_counts(self) -> None:
+        """Rebuild each index whose document count is not the store's count of ``ok`` chunks.
+
+        The counts are compared only once nothing is pending; a difference
+        seen without the writer lock is looked at again under it (another
+        process may have been between its SQLite and its index commit), and
+        with another writer at work it is left to that writer.
+        """
+        if not self._count_mismatches(refresh=False):  # the indexes were just opened
+            return
+        try:
+            with self._store.writing(wait=False):
+                for kind, why in self._count_mismatches(refresh=True):
+                    self._open[kind.name].close_writer()
+                    self.repairs.append(f"{kind.name} rebuilt on opening ({why})")
+                    self._open[kind.name] = self._rebuild(kind, why)
+        except StoreLocked:
+            return
+
+    def _count_mismatches(self, *, refresh: bool) -> list[tuple[type[DerivedIndex], str]]:
+        with self._store.reading() as conn:
+            if conn.execute("SELECT 1 FROM index_pending LIMIT 1").fetchone() is not None:
+                return []
+            expected = count_ok_chunks(conn)
+        mismatches = []
+        for kind in self._kinds:
+            index = self._open[kind.name]
+            try:
+                if refresh:
+                    index.refresh()
+                held = index.document_count()
+            except IndexDamaged as error:
+                mismatches.append((kind, f"unreadable: {error}"))
+                continue
+            if held != expected:
+                mismatches.append((kind, f"it holds {held} chunks where the store has {expected}"))
+        return mismatches
+
+    def recover(self, damage: IndexDamaged) -> StoreDamaged:
+        """Repair the indexes after a call met ``damage``; the error that call returns.
+
+        An index whose files fail their checks is rebuilt from SQLite; one
+        whose files are sound is opened afresh (what failed was in memory).
+        Either happens now if no other process is writing; the message also
+        says how to repair the index by hand.
+        """
+        store = self._store
+        try:
+            with store.writing(wait=False):
+                outcome = self._repair()
+        except StoreLocked:
+            outcome = "another process is writing the store, so it could not be repaired now"
+        except ResearchStoreError as error:
+            outcome = f"repairing it failed ({error.message})"
+        except OSError as error:
+            outcome = f"repairing it failed ({error})"
+        return StoreDamaged(
+            f"the word index beside {store.path} is damaged ({damage.message}); {outcome}. "
+            f"To repair it by hand: researchstore rebuild-index {store.path}",
+            details={"index": str(self.folder(self._kinds[0]))},
+        )
+
+    def _repair(self) -> str:
+        repaired = []
+        for kind in self._kinds:
+            current = self._open[kind.name]
+            current.close_writer()
+            try:
+                files = current.verify()
+            except IndexDamaged as error:
+                files = [error.message]
+            if files:
+                self._open[kind.name] = self._rebuild(kind, f"damaged: {'; '.join(files)}")
+                repaired.append("rebuilt from the store")
+            else:
+                self._open[kind.name] = kind.open(self.folder(kind))
+                repaired.append("opened afresh (its files are sound)")
+        return f"it has been {' and '.join(dict.fromkeys(repaired))}, so the call can be made again"
 
     # -- rebuilding --------------------------------------------------------
 
@@ -123,40 +283,48 @@ class IndexSync:
                     current.close_writer()
                 self._open[kind.name] = self._rebuild(kind, why)
             with self._store.reading() as conn:
-                return int(
-                    conn.execute("SELECT count(*) FROM chunks WHERE status = 'ok'").fetchone()[0]
-                )
+                return count_ok_chunks(conn)
 
     def _rebuild(self, kind: type[DerivedIndex], why: str) -> DerivedIndex:
+        """Build ``kind`` from SQLite in a folder of its own, then swap it in.
+
+        A rebuild that fails (a full disk, a damaged store) removes its
+        folder and leaves the index as it was.
+        """
         folder = self.folder(kind)
         temporary = folder.with_name(folder.name + f".rebuild-{os.getpid()}")
-        import shutil  # only a rebuild removes folders
-
         shutil.rmtree(temporary, ignore_errors=True)
-        index = kind.create(temporary)
         store = self._store
-        with store.reading() as conn:
-            total = conn.execute("SELECT count(*) FROM chunks WHERE status = 'ok'").fetchone()[0]
-            snapshot_seq = last_pending_seq(conn)
-            description = f"Rebuilding {kind.name} ({why})"
-            with progress_bar(description, total=total, enabled=store.progress) as bar:
-                batch: list[IndexedChunk] = []
-                for chunk in indexed_chunks(conn):
-                    batch.append(chunk)
-                    if len(batch) >= REBUILD_BATCH:
-                        index.add(batch)
-                        bar.advance(len(batch))
-                        batch.clear()
-                index.add(batch)
-                bar.advance(len(batch))
-        index.commit()
-        write_sidecar(
-            temporary,
-            store_uuid=store.store_uuid,
-            schema_version=kind.schema_version,
-            applied_seq=snapshot_seq,
-        )
-        index.close_writer()
+        try:
+            with self._index_errors(folder):
+                index = kind.create(temporary)
+                try:
+                    with store.reading() as conn:
+                        total = count_ok_chunks(conn)
+                        snapshot_seq = last_pending_seq(conn)
+                        description = f"Rebuilding {kind.name} ({why})"
+                        with progress_bar(description, total=total, enabled=store.progress) as bar:
+                            batch: list[IndexedChunk] = []
+                            for chunk in indexed_chunks(conn):
+                                batch.append(chunk)
+                                if len(batch) >= REBUILD_BATCH:
+                                    index.add(batch)
+                                    bar.advance(len(batch))
+                                    batch.clear()
+                            index.add(batch)
+                            bar.advance(len(batch))
+                    index.commit()
+                    write_sidecar(
+                        temporary,
+                        store_uuid=store.store_uuid,
+                        schema_version=kind.schema_version,
+                        applied_seq=snapshot_seq,
+                    )
+                finally:
+                    index.close_writer()
+        except BaseException:
+            shutil.rmtree(temporary, ignore_errors=True)
+            raise
         old = folder.with_name(folder.name + f".old-{os.getpid()}")
         if folder.exists():
             os.replace(folder, old)
@@ -189,7 +357,7 @@ class IndexSync:
     def _apply_pending(self) -> int:
         applied_reports: set[int] = set()
         last_seq = 0
-        with self._store.reading() as conn:
+        with self._store.reading() as conn, self._index_errors():
             for kind in self._kinds:
                 applied = int(read_meta(conn, _applied_key(kind)) or 0)
                 rows = conn.execute(
@@ -210,28 +378,37 @@ class IndexSync:
 
     def feed(self, report_id: int, chunks: list[IndexedChunk], *, replaced: bool) -> None:
         """Give every index a report just written (uncommitted until ``commit``)."""
-        for index in self._open.values():
-            if replaced:
-                index.delete_report(report_id)
-            self._add(index, chunks)
+        with self._index_errors():
+            for index in self._open.values():
+                if replaced:
+                    index.delete_report(report_id)
+                self._add(index, chunks)
 
     def remove(self, report_ids: Sequence[int]) -> None:
         """Take removed reports out of every index (uncommitted until ``commit``)."""
-        for index in self._open.values():
-            for report_id in report_ids:
-                index.delete_report(report_id)
+        with self._index_errors():
+            for index in self._open.values():
+                for report_id in report_ids:
+                    index.delete_report(report_id)
 
     def _add(self, index: DerivedIndex, chunks: list[IndexedChunk]) -> None:
-        """Add chunks to an index; a chunk it refuses is marked and left out."""
+        """Add chunks to an index; a chunk it refuses is marked and left out.
+
+        A full disk or a damaged index is no chunk's fault: it leaves as it is.
+        """
         try:
             index.add(chunks)
             return
+        except (OSError, ResearchStoreError):
+            raise
         except Exception:  # find the refused one(s) below, one by one
             pass
         refused = []
         for chunk in chunks:
             try:
                 index.add([chunk])
+            except (OSError, ResearchStoreError):
+                raise
             except Exception:
                 refused.append(chunk.chunk_id)
         if refused:
@@ -244,15 +421,16 @@ class IndexSync:
     def commit(self, applied_seq: int) -> None:
         """Commit every index, then forget the pending rows they all reflect."""
         store = self._store
-        for kind in self._kinds:
-            index = self._open[kind.name]
-            index.commit()
-            write_sidecar(
-                self.folder(kind),
-                store_uuid=store.store_uuid,
-                schema_version=kind.schema_version,
-                applied_seq=applied_seq,
-            )
+        with self._index_errors():
+            for kind in self._kinds:
+                index = self._open[kind.name]
+                index.commit()
+                write_sidecar(
+                    self.folder(kind),
+                    store_uuid=store.store_uuid,
+                    schema_version=kind.schema_version,
+                    applied_seq=applied_seq,
+                )
         with store.transaction() as conn:
             for kind in self._kinds:
                 write_meta(conn, _applied_key(kind), str(applied_seq))
@@ -271,6 +449,39 @@ class IndexSync:
     def close_writers(self) -> None:
         for index in self._open.values():
             index.close_writer()
+
+    def close(self) -> None:
+        """Close the writers and let go of the indexes (their files, their watchers)."""
+        self.close_writers()
+        self._open.clear()
+
+    @contextmanager
+    def _index_errors(self, folder: Path | None = None) -> Iterator[None]:
+        """An OSError from writing an index (a full disk) leaves as the store's error for it."""
+        try:
+            yield
+        except OSError as error:
+            _raise_translated(folder or self.folder(self._kinds[0]), error)
+
+
+def _raise_translated(path: Path, error: OSError) -> NoReturn:
+    translated = storage_error(path, error)
+    if translated is None:
+        raise error
+    raise translated from error
+
+
+def _process_alive(pid: int) -> bool:
+    """Whether a process with this id is running (ours counts: it may be rebuilding now)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
 
 
 def _applied_key(kind: type[DerivedIndex]) -> str:

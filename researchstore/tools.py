@@ -2,7 +2,10 @@
 
 Every call returns ``{"result": ...}`` or ``{"error": {"code", "message",
 "field"?, "details"?}}``; a miss is a result, and nothing escapes as an
-exception. A caller restricted to some workspaces (an API key over HTTP)
+exception: not a Rust panic from an extension either (a ``BaseException``).
+A call that meets a damaged index gets ``internal`` saying so, and the index
+is repaired (``sync.IndexSync.recover``), so the next call works without a
+restart. A caller restricted to some workspaces (an API key over HTTP)
 gets, for an id in another workspace, exactly the miss an unknown id gets.
 """
 
@@ -13,7 +16,15 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from researchstore.catalogue import TOOLS
-from researchstore.errors import InvalidInput, NotEntitled, ResearchStoreError, UpstreamUnavailable
+from researchstore.db import storage_error
+from researchstore.derived import IndexDamaged, is_panic
+from researchstore.errors import (
+    InvalidInput,
+    NotEntitled,
+    ResearchStoreError,
+    StoreDamaged,
+    UpstreamUnavailable,
+)
 from researchstore.params import Tool
 from researchstore.principal import Principal, current_principal
 from researchstore.queries import owning_workspace
@@ -98,9 +109,33 @@ def call_tool(
         if not principal.unrestricted:
             return {"result": _run_within_workspaces(store, tool, bound)}
         return {"result": tool.run(store, bound)}
+    except IndexDamaged as damage:
+        return _index_damaged(store, damage)
     except ResearchStoreError as error:
         return error.to_envelope()
-    except sqlite3.OperationalError as error:
-        return UpstreamUnavailable(f"the store is busy or unreadable: {error}").to_envelope()
+    except (sqlite3.DatabaseError, OSError) as error:
+        translated = storage_error(store.path, error)
+        if translated is not None:
+            return translated.to_envelope()
+        if isinstance(error, sqlite3.OperationalError):
+            return UpstreamUnavailable(f"the store is busy or unreadable: {error}").to_envelope()
+        return ResearchStoreError(f"{type(error).__name__}: {error}").to_envelope()
     except Exception as error:  # the envelope boundary: nothing escapes a tool
         return ResearchStoreError(f"{type(error).__name__}: {error}").to_envelope()
+    except BaseException as error:
+        if not is_panic(error):
+            raise  # KeyboardInterrupt, SystemExit, a cancelled task: not ours to keep
+        # A panic the index did not turn into IndexDamaged itself.
+        return _index_damaged(store, IndexDamaged(f"a Rust panic: {error}"))
+
+
+def _index_damaged(store: Store, damage: IndexDamaged) -> dict[str, Any]:
+    """The envelope of a call that met a damaged index, the index repaired meanwhile."""
+    try:
+        return store.sync.recover(damage).to_envelope()
+    except Exception as error:  # the boundary holds even if the repair breaks
+        return StoreDamaged(
+            f"the word index beside {store.path} is damaged ({damage.message}); repairing it "
+            f"failed ({type(error).__name__}: {error}). To repair it by hand: "
+            f"researchstore rebuild-index {store.path}"
+        ).to_envelope()

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from researchstore.cli.common import echo_json, fail, open_store
-from researchstore.errors import ResearchStoreError, StoreLocked
+from researchstore.errors import ResearchStoreError, StoreDamaged, StoreLocked
 
 if TYPE_CHECKING:
     from researchstore.store import Store
@@ -245,14 +245,21 @@ def rebuild_index(store_path: str) -> None:
 @click.command()
 @click.argument("store_path", metavar="STORE")
 def check(store_path: str) -> None:
-    """Check SQLite integrity and that the index holds every ok chunk.
+    """Check SQLite integrity and the index against the store, reading both back in full.
 
-    Exits 1 when they disagree.
+    Prints a JSON report whose ``problems`` say what is wrong and what to do;
+    exits 1 when there is any (a damaged store file, a damaged index, or
+    the two disagreeing).
     """
-    from researchstore.check import check_store
+    from researchstore.check import check_file, check_store
 
-    with open_store(store_path) as store:
-        report = check_store(store)
+    try:
+        with open_store(store_path) as store:
+            report = check_store(store)
+    except StoreDamaged as error:  # it cannot even be opened: look at the file alone
+        report = check_file(Path(store_path), error)
     echo_json(report)
+    for problem in report["problems"]:
+        click.echo(f"problem: {problem}", err=True)
     if not report["consistent"]:
         sys.exit(1)
