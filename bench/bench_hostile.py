@@ -308,7 +308,9 @@ class Bench:
     def tag_flood(self) -> Outcome:
         arguments = {"query": "survey", "tags": {"audience": ["students"] * 300_000}}
         started = time.perf_counter()
-        result = run("call", str(self.db), "research_chunk_search", json.dumps(arguments))
+        result = run(
+            "call", str(self.db), "research_chunk_search", "-", input=json.dumps(arguments)
+        )
         seconds = time.perf_counter() - started
         held = result.returncode == 2 and clean(result)
         return Outcome(held, f"exit {result.returncode} in {seconds:.1f}s (invalid_input)")
@@ -453,8 +455,8 @@ class Bench:
 
     def killed_runs(self) -> Outcome:
         big = self.source("many")
-        for number in range(400):
-            write_report(big, f"r{number:03d}", f"Killcase {number}. " + "Moss plots. " * 400)
+        for number in range(3000):
+            write_report(big, f"r{number:04d}", f"Killcase {number}. " + "Moss plots. " * 600)
         details = []
         held = True
         for how in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT):
@@ -464,7 +466,8 @@ class Bench:
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                 start_new_session=True,
             )  # fmt: skip
-            time.sleep(2.0)
+            assert child.stdout is not None
+            child.stdout.readline()  # the first report is committed: the run is at work
             child.send_signal(how)
             _, errors = child.communicate(timeout=120)
             deadline = time.monotonic() + 20

@@ -631,3 +631,12 @@ def test_a_store_path_that_is_not_a_store_is_a_clear_error(
         result.exception
     )
     assert str(db) in result.output
+
+
+def test_call_reads_arguments_from_standard_input(ingested: Ingested) -> None:
+    arguments = json.dumps({"chunk_id": ingested.chunk_id})
+    result = CliRunner().invoke(
+        main, ["call", ingested.db, "research_get_chunk", "-"], input=arguments
+    )
+    assert result.exit_code == 0, result.output
+    assert envelope_of(result)["result"]["chunk"]["chunk_id"] == ingested.chunk_id

@@ -21,8 +21,12 @@ from researchstore.cli.common import echo_envelope, echo_json, fail_with_envelop
 def call(store_path: str, tool_name: str, arguments: str) -> None:
     """Call any tool by name with JSON ARGUMENTS and print its envelope.
 
-    Example: researchstore call research.db get_chunk_next '{"id": "...", "count": 2}'
+    ARGUMENTS - reads them from standard input (for arguments too long for a
+    command line). Example:
+    researchstore call research.db get_chunk_next '{"id": "...", "count": 2}'
     """
+    if arguments == "-":
+        arguments = sys.stdin.read()
     try:
         parsed = json.loads(arguments)
     except ValueError as error:
