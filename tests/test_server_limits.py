@@ -10,6 +10,8 @@ clients that go away, and the access log.
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 from typing import Any
 
 import jsonschema
@@ -26,6 +28,7 @@ from researchstore.catalogue import (
     MAX_TAGS,
     TOOLS,
 )
+from researchstore.fetch import FetchError, FetchPolicy, address_problem, fetch
 
 # -- envelopes and schemas -----------------------------------------------------
 
@@ -184,3 +187,112 @@ def unbounded(schema: dict[str, Any], where: str) -> list[str]:
 def test_every_published_input_schema_bounds_every_value(tool_name: str) -> None:
     """No call the input schemas allow is unbounded in size (the store checks the same)."""
     assert unbounded(TOOLS[tool_name].input_schema(), tool_name) == []
+
+
+# -- 15a. the fetcher's address guard --------------------------------------------
+
+#: IANA's IPv4 and IPv6 Special-Purpose Address Registries (2025-10), every
+#: entry, with its "globally reachable" column; plus the address-space
+#: registries' multicast and deprecated site-local blocks. The guard refuses
+#: all of them, reachable ones too (none serves a public page).
+REGISTRIES = [
+    ("0.0.0.0/8", "this network", False),
+    ("0.0.0.0/32", "this host on this network", False),
+    ("10.0.0.0/8", "private-use", False),
+    ("100.64.0.0/10", "shared address space", False),
+    ("127.0.0.0/8", "loopback", False),
+    ("169.254.0.0/16", "link local", False),
+    ("172.16.0.0/12", "private-use", False),
+    ("192.0.0.0/24", "IETF protocol assignments", False),
+    ("192.0.0.0/29", "IPv4 service continuity prefix", False),
+    ("192.0.0.8/32", "IPv4 dummy address", False),
+    ("192.0.0.9/32", "port control protocol anycast", True),
+    ("192.0.0.10/32", "traversal using relays around NAT anycast", True),
+    ("192.0.0.170/32", "NAT64/DNS64 discovery", False),
+    ("192.0.0.171/32", "NAT64/DNS64 discovery", False),
+    ("192.0.2.0/24", "documentation (TEST-NET-1)", False),
+    ("192.31.196.0/24", "AS112-v4", True),
+    ("192.52.193.0/24", "AMT", True),
+    ("192.88.99.0/24", "deprecated (6to4 relay anycast)", False),
+    ("192.88.99.2/32", "6a44-relay anycast address", False),
+    ("192.168.0.0/16", "private-use", False),
+    ("192.175.48.0/24", "direct delegation AS112 service", True),
+    ("198.18.0.0/15", "benchmarking", False),
+    ("198.51.100.0/24", "documentation (TEST-NET-2)", False),
+    ("203.0.113.0/24", "documentation (TEST-NET-3)", False),
+    ("240.0.0.0/4", "reserved", False),
+    ("255.255.255.255/32", "limited broadcast", False),
+    ("224.0.0.0/4", "multicast (address space)", False),
+    ("::1/128", "loopback address", False),
+    ("::/128", "unspecified address", False),
+    ("::ffff:0:0/96", "IPv4-mapped address", False),
+    ("64:ff9b::/96", "IPv4-IPv6 translation", True),
+    ("64:ff9b:1::/48", "IPv4-IPv6 translation", False),
+    ("100::/64", "discard-only address block", False),
+    ("100:0:0:1::/64", "dummy IPv6 prefix", False),
+    ("2001::/23", "IETF protocol assignments", False),
+    ("2001::/32", "TEREDO", False),
+    ("2001:1::1/128", "port control protocol anycast", True),
+    ("2001:1::2/128", "traversal using relays around NAT anycast", True),
+    ("2001:1::3/128", "DNS-SD service registration protocol anycast", True),
+    ("2001:2::/48", "benchmarking", False),
+    ("2001:3::/32", "AMT", True),
+    ("2001:4:112::/48", "AS112-v6", True),
+    ("2001:10::/28", "deprecated (previously ORCHID)", False),
+    ("2001:20::/28", "ORCHIDv2", True),
+    ("2001:30::/28", "drone remote ID protocol entity tags", True),
+    ("2001:db8::/32", "documentation", False),
+    ("2002::/16", "6to4", False),
+    ("2620:4f:8000::/48", "direct delegation AS112 service", True),
+    ("3fff::/20", "documentation", False),
+    ("5f00::/16", "segment routing (SRv6) SIDs", False),
+    ("fc00::/7", "unique-local", False),
+    ("fe80::/10", "link-local unicast", False),
+    ("fec0::/10", "deprecated site-local (address space)", False),
+    ("ff00::/8", "multicast (address space)", False),
+]
+
+
+def samples(block: str) -> list[str]:
+    """The first, last and a middle address of a block."""
+    network = ipaddress.ip_network(block)
+    middle = network.network_address + network.num_addresses // 2
+    return list(dict.fromkeys(str(a) for a in (network[0], middle, network[-1])))
+
+
+@pytest.mark.parametrize(
+    "address",
+    [address for block, _, _ in REGISTRIES for address in samples(block)]
+    + ["fec0::1", "3fff::1", "4000::1", "e000::1", "fe00::1", "1::1"],
+)
+def test_no_special_purpose_or_reserved_address_passes_the_guard(address: str) -> None:
+    assert address_problem(ipaddress.ip_address(address)) is not None, address
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["8.8.8.8", "1.1.1.1", "9.9.9.9", "2606:4700:4700::1111", "2001:4860:4860::8888",
+     "2a00:1450:4001:80b::200e", "2620:fe::fe"],
+)  # fmt: skip
+def test_public_addresses_still_pass_the_guard(address: str) -> None:
+    assert address_problem(ipaddress.ip_address(address)) is None
+
+
+@pytest.mark.parametrize("address", ["fec0::1", "3fff::1", "5f00::1", "192.0.0.8"])
+def test_a_name_resolving_to_a_reserved_address_is_refused_before_any_connect(
+    monkeypatch: pytest.MonkeyPatch, address: str
+) -> None:
+    connects: list[Any] = []
+    real_connect = socket.create_connection
+
+    def connect(target: Any, *args: Any, **kwargs: Any) -> socket.socket:
+        connects.append(target)
+        return real_connect(target, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "create_connection", connect)
+    policy = FetchPolicy(resolver=lambda host, port: [address])
+    with pytest.raises(FetchError) as refused:
+        fetch("https://public-looking.example.com/page", policy=policy)
+    assert (refused.value.status, refused.value.reason) == ("blocked", "unsafe_url")
+    assert address in refused.value.message
+    assert connects == []
