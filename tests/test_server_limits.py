@@ -11,14 +11,33 @@ clients that go away, and the access log.
 from __future__ import annotations
 
 import ipaddress
+import json
+import logging
+import re
 import socket
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
 from typing import Any
 
+import anyio
+import httpx
 import jsonschema
 import pytest
-from helpers import ok
+from click.testing import CliRunner
+from helpers import (
+    MCP_ACCEPT,
+    mcp_call,
+    mcp_headers,
+    mcp_http_server,
+    mcp_open_session,
+    ok,
+)
 
 from researchstore import Store
+from researchstore.auth import create_key
 from researchstore.catalogue import (
     MAX_QUERY_PHRASES,
     MAX_QUERY_TERMS,
@@ -28,6 +47,7 @@ from researchstore.catalogue import (
     MAX_TAGS,
     TOOLS,
 )
+from researchstore.cli import main
 from researchstore.fetch import FetchError, FetchPolicy, address_problem, fetch
 
 # -- envelopes and schemas -----------------------------------------------------
@@ -296,3 +316,303 @@ def test_a_name_resolving_to_a_reserved_address_is_refused_before_any_connect(
     assert (refused.value.status, refused.value.reason) == ("blocked", "unsafe_url")
     assert address in refused.value.message
     assert connects == []
+
+
+# -- 15c. the server log ---------------------------------------------------------
+
+
+def test_a_disconnect_leaves_no_traceback_and_other_errors_keep_theirs() -> None:
+    from researchstore.mcp_server import configure_logging
+
+    class Lines:
+        def __init__(self) -> None:
+            self.text = ""
+
+        def write(self, text: str) -> None:
+            self.text += text
+
+        def flush(self) -> None:
+            pass
+
+    stream = Lines()
+    configure_logging(stream)  # type: ignore[arg-type]
+    logger = logging.getLogger("mcp.server.streamable_http")
+    for error in (
+        anyio.ClosedResourceError(),
+        ExceptionGroup("group", [anyio.BrokenResourceError(), ConnectionResetError()]),
+    ):
+        try:
+            raise error
+        except Exception:
+            logger.exception("Error in standalone SSE writer")
+    assert stream.text == ""
+    try:
+        raise ValueError("a real bug")
+    except ValueError:
+        logger.exception("Error handling POST request")
+    assert "Traceback" in stream.text and "a real bug" in stream.text
+    configure_logging(sys.stderr)
+
+
+# -- over HTTP ----------------------------------------------------------------------
+
+
+class Served:
+    """A store on disk with three keys, for servers started by the tests."""
+
+    def __init__(self, folder: Path, source: Path) -> None:
+        self.db = folder / "research.db"
+        with Store(self.db, progress=False) as store:
+            store.ingest(source, name="fixtures")
+            self.chunk_id = store.search("varroa mite", limit=1)[0]["chunk_id"]
+            self.keys = {name: create_key(store, label=name) for name in ("a", "b", "c")}
+        self.folder = folder
+
+    def key_id(self, name: str) -> str:
+        return self.keys[name].split("_")[1]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Served:
+    from helpers import FIXTURE_SOURCE
+
+    return Served(tmp_path_factory.mktemp("served"), FIXTURE_SOURCE)
+
+
+@pytest.fixture(scope="module")
+def server_log(served: Served) -> Path:
+    return served.folder / "server.log"
+
+
+@pytest.fixture(scope="module")
+def access_log(served: Served) -> Path:
+    return served.folder / "access.log"
+
+
+@pytest.fixture(scope="module")
+def url(served: Served, server_log: Path, access_log: Path) -> Iterator[str]:
+    """One server with the default limits, its access log in a file."""
+    with mcp_http_server(served.db, server_log, "--access-log", str(access_log)) as address:
+        yield address
+
+
+def call_result(response: httpx.Response) -> dict[str, Any]:
+    assert response.status_code == 200, response.text
+    structured: dict[str, Any] = response.json()["result"]["structuredContent"]
+    return structured
+
+
+@pytest.mark.slow
+def test_an_oversized_request_body_is_refused_before_it_is_read(served: Served, url: str) -> None:
+    from researchstore.mcp_server import HttpLimits
+
+    with httpx.Client(timeout=30) as client:
+        opened = mcp_open_session(client, url, served.keys["a"])
+        session = opened.headers["mcp-session-id"]
+        # The call that held the server for a minute: 3.6 MB of one tag value.
+        flood = {"query": "varroa", "tags": {"audience": ["students"] * 300_000}}
+        assert len(json.dumps(flood)) > HttpLimits().max_request_bytes
+        refused = mcp_call(client, url, served.keys["a"], session, "research_chunk_search", flood)
+        assert refused.status_code == 413
+        # Under the body limit, the tool's own bound refuses it as invalid input.
+        smaller = {"query": "varroa", "tags": {"audience": ["students"] * 1000}}
+        answer = mcp_call(client, url, served.keys["a"], session, "research_chunk_search", smaller)
+        envelope = call_result(answer)
+        assert envelope["error"]["field"] == "tags"
+        # And the server answers everyone as before.
+        chunk = mcp_call(
+            client, url, served.keys["b"], mcp_open_session(client, url, served.keys["b"])
+            .headers["mcp-session-id"], "research_get_chunk", {"chunk_id": served.chunk_id}
+        )  # fmt: skip
+        assert call_result(chunk)["result"]["chunk"]["chunk_id"] == served.chunk_id
+
+
+@pytest.mark.slow
+def test_one_key_cannot_take_every_session(served: Served, url: str) -> None:
+    from researchstore.mcp_server import HttpLimits
+
+    per_key = HttpLimits().sessions_per_key
+    flooder, other = served.keys["c"], served.keys["b"]
+    with httpx.Client(timeout=30) as client:
+        sessions = []
+        for _ in range(per_key):
+            opened = mcp_open_session(client, url, flooder)
+            assert opened.status_code == 200, opened.text
+            sessions.append(opened.headers["mcp-session-id"])
+        refused = mcp_open_session(client, url, flooder)
+        assert refused.status_code == 429
+        assert "sessions" in refused.json()["error"]["message"]
+        assert int(refused.headers["retry-after"]) >= 1
+        # Another key is not locked out, and the flooder's sessions still work.
+        opened = mcp_open_session(client, url, other)
+        assert opened.status_code == 200, opened.text
+        answer = mcp_call(
+            client, url, other, opened.headers["mcp-session-id"], "research_get_chunk",
+            {"chunk_id": served.chunk_id},
+        )  # fmt: skip
+        assert call_result(answer)["result"]["chunk"] is not None
+        answer = mcp_call(
+            client, url, flooder, sessions[0], "research_get_chunk", {"chunk_id": "missing"}
+        )
+        assert call_result(answer) == {"result": {"chunk": None}}
+        # A session ended by its client makes room for another.
+        ended = client.delete(url, headers=mcp_headers(flooder, sessions.pop()))
+        assert ended.status_code == 200
+        assert mcp_open_session(client, url, flooder).status_code == 200
+
+
+@pytest.mark.slow
+def test_idle_sessions_expire_and_make_room(served: Served, tmp_path: Path) -> None:
+    options = ("--sessions-per-key", "1", "--session-idle-timeout", "0.5")
+    key = served.keys["a"]
+    with mcp_http_server(served.db, tmp_path / "server.log", *options) as address:
+        with httpx.Client(timeout=30) as client:
+            first = mcp_open_session(client, address, key)
+            assert first.status_code == 200
+            assert mcp_open_session(client, address, key).status_code == 429
+            deadline = time.monotonic() + 20
+            while True:
+                opened = mcp_open_session(client, address, key)
+                if opened.status_code == 200 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+            assert opened.status_code == 200, opened.text
+            gone = mcp_call(
+                client, address, key, first.headers["mcp-session-id"], "research_get_chunk",
+                {"chunk_id": served.chunk_id},
+            )  # fmt: skip
+            assert gone.status_code == 404
+
+
+@pytest.mark.slow
+def test_a_server_on_another_loopback_address_answers_requests_addressed_to_it(
+    served: Served, tmp_path: Path
+) -> None:
+    with mcp_http_server(served.db, tmp_path / "server.log", host="127.0.0.2") as address:
+        assert address.startswith("http://127.0.0.2:")
+        with httpx.Client(timeout=30) as client:
+            opened = mcp_open_session(client, address, served.keys["a"])
+            assert opened.status_code == 200, opened.text
+            answer = mcp_call(
+                client, address, served.keys["a"], opened.headers["mcp-session-id"],
+                "research_get_chunk", {"chunk_id": served.chunk_id},
+            )  # fmt: skip
+            assert call_result(answer)["result"]["chunk"] is not None
+            # Another name for it is still refused (DNS rebinding).
+            foreign = mcp_open_session(client, address, served.keys["a"], host="evil.example")
+            assert foreign.status_code == 421
+
+
+@asynccontextmanager
+async def sdk_session(url: str, key: str) -> AsyncIterator[Any]:
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with AsyncExitStack() as stack:
+        client = await stack.enter_async_context(
+            httpx.AsyncClient(headers={"x-api-key": key}, timeout=30)
+        )
+        read, write, _ = await stack.enter_async_context(
+            streamable_http_client(url, http_client=client)
+        )
+        session = await stack.enter_async_context(ClientSession(read, write))
+        await session.initialize()
+        yield session
+
+
+@pytest.mark.slow
+def test_a_client_that_goes_away_leaves_no_traceback(served: Served, tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    key = served.keys["a"]
+    with mcp_http_server(served.db, log) as address:
+
+        async def come_and_go() -> None:
+            # The SDK's client keeps a GET stream open and ends with DELETE.
+            for _ in range(3):
+                async with sdk_session(address, key) as session:
+                    await session.call_tool("research_chunk_search", {"query": "varroa"})
+
+        anyio.run(come_and_go)
+        host, port = address.split("/")[2].rsplit(":", 1)
+        with httpx.Client(timeout=30) as client:
+            session_id = mcp_open_session(client, address, key).headers["mcp-session-id"]
+        headers = mcp_headers(key, session_id)
+        call = json.dumps(
+            {"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+             "params": {"name": "research_chunk_search", "arguments": {"query": "varroa"}}}
+        ).encode()  # fmt: skip
+        for method, body in (("POST", call), ("GET", b""), ("POST", call[: len(call) // 2])):
+            # A request cut off half-way, or answered to a closed socket.
+            head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+            if method == "GET":
+                head = head.replace(MCP_ACCEPT["accept"], "text/event-stream")
+            raw = (
+                f"{method} /mcp HTTP/1.1\r\nhost: {host}:{port}\r\n{head}"
+                f"content-length: {len(call)}\r\n\r\n"
+            ).encode()
+            with socket.create_connection((host, int(port))) as sock:
+                sock.sendall(raw + body)
+                time.sleep(0.2)
+        with httpx.Client(timeout=30) as client:
+            # Still serving.
+            opened = mcp_open_session(client, address, key)
+            assert opened.status_code == 200
+            assert client.delete(address, headers=mcp_headers(key, session_id)).status_code == 200
+        time.sleep(0.5)
+    text = log.read_text()
+    assert "Traceback" not in text, text
+    assert "ClosedResourceError" not in text, text
+
+
+ACCESS_LINE = re.compile(
+    r"^(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z) key=(?P<key>[0-9a-f]{12}|-) "
+    r"(?P<method>[A-Z]+) tool=(?P<tool>\S+) status=(?P<status>\d{3}|-)"
+    r"(?: result=(?P<result>\S+))? ms=(?P<ms>\d+\.\d)$"
+)
+
+
+@pytest.mark.slow
+def test_every_http_request_is_one_line_of_the_access_log(
+    served: Served, url: str, access_log: Path, server_log: Path
+) -> None:
+    key = served.keys["b"]
+    with httpx.Client(timeout=30) as client:
+        assert client.post(url, json={}, headers={**MCP_ACCEPT, "x-api-key": "rsk_x"}).status_code
+        session = mcp_open_session(client, url, key).headers["mcp-session-id"]
+        found = mcp_call(client, url, key, session, "research_get_chunk", {"chunk_id": "z"})
+        assert found.status_code == 200
+        refused = mcp_call(client, url, key, session, "get_chunk_next", {"id": "z", "count": 0})
+        assert refused.status_code == 200
+        listing = {"jsonrpc": "2.0", "id": 3, "method": "tools/list"}
+        assert client.post(url, json=listing, headers=mcp_headers(key, session)).status_code == 200
+    deadline = time.monotonic() + 10
+    while "get_chunk_next" not in access_log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    lines = access_log.read_text().splitlines()
+    parsed = [ACCESS_LINE.match(line) for line in lines]
+    assert all(parsed), lines
+    rows = [match.groupdict() for match in parsed if match]
+    mine = [row for row in rows if row["key"] == served.key_id("b")]
+    asked = [(row["method"], row["tool"], row["status"], row["result"]) for row in mine]
+    assert ("POST", "-", "200", None) in asked  # initialize
+    assert ("POST", "research_get_chunk", "200", "ok") in asked
+    assert ("POST", "get_chunk_next", "200", "invalid_input") in asked
+    assert ("POST", "tools/list", "200", None) in asked
+    assert any(row["key"] == "-" and row["status"] == "401" for row in rows)
+    # Never a secret, in either log.
+    for name, secret in served.keys.items():
+        assert secret.split("_", 2)[2] not in access_log.read_text(), name
+        assert secret.split("_", 2)[2] not in server_log.read_text(), name
+
+
+def test_serve_shows_the_limits_it_applies() -> None:
+    from researchstore.cli import serve as serve_command
+    from researchstore.mcp_server import HttpLimits
+
+    defaults = HttpLimits()
+    assert serve_command.MAX_SESSIONS == defaults.max_sessions
+    assert serve_command.SESSIONS_PER_KEY == defaults.sessions_per_key
+    assert serve_command.SESSION_IDLE_TIMEOUT_S == defaults.session_idle_timeout_s
+    shown = CliRunner().invoke(main, ["serve", "--help"]).output
+    for option in ("--access-log", "--sessions-per-key", "--max-sessions"):
+        assert option in shown
