@@ -263,19 +263,8 @@ def _header(scope: Scope, name: str) -> str | None:
 
 
 async def _refuse(send: Send, message: str) -> None:
-    body = json.dumps({"error": {"code": "not_entitled", "message": message}}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 401,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"www-authenticate", b'ApiKey header="x-api-key"'),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    body = {"error": {"code": "not_entitled", "message": message}}
+    await _send_json(send, 401, body, [(b"www-authenticate", b'ApiKey header="x-api-key"')])
 
 
 class SessionsExhausted(Exception):
@@ -284,13 +273,6 @@ class SessionsExhausted(Exception):
     def __init__(self, held: int) -> None:
         super().__init__(f"this API key already holds {held} open MCP sessions")
         self.held = held
-
-
-if not hasattr(StreamableHTTPSessionManager, "_admit_session"):  # pragma: no cover
-    raise ImportError(
-        "this mcp SDK has no session admission step (StreamableHTTPSessionManager."
-        "_admit_session); researchstore needs mcp>=1.30"
-    )
 
 
 class KeyedSessionManager(StreamableHTTPSessionManager):
@@ -306,8 +288,13 @@ class KeyedSessionManager(StreamableHTTPSessionManager):
 
     def __init__(self, app: Server[Any, Any], *, sessions_per_key: int, **options: Any) -> None:
         super().__init__(app, **options)
-        if not isinstance(getattr(self, "_session_owners", None), dict):  # pragma: no cover
-            raise RuntimeError("this mcp SDK keeps no session owners; researchstore needs 1.30+")
+        # Both are the SDK's own (1.30+): fail at start rather than not count.
+        if not hasattr(self, "_admit_session") or not isinstance(
+            getattr(self, "_session_owners", None), dict
+        ):  # pragma: no cover
+            raise RuntimeError(
+                "this mcp SDK admits sessions another way; researchstore needs 1.30+"
+            )
         self.sessions_per_key = sessions_per_key
 
     def _admit_session(
@@ -425,7 +412,7 @@ class AccessLogMiddleware:
 
         try:
             await self.app(scope, receive, watch)
-        except BaseException as error:
+        except Exception as error:  # logged here, raised on to uvicorn (a cancellation is not)
             if status is None and not _is_disconnect(error):
                 status = 500
             raise
@@ -445,14 +432,10 @@ _DISCONNECTS: tuple[type[BaseException], ...] = (
 
 
 def _is_disconnect(error: BaseException | None) -> bool:
-    """Whether ``error`` (or every error of a group, or its cause) is a client going away."""
-    if error is None:
-        return False
+    """Whether ``error`` (or every error of a group) is a client going away."""
     if isinstance(error, BaseExceptionGroup):
         return all(_is_disconnect(inner) for inner in error.exceptions)
-    if isinstance(error, _DISCONNECTS):
-        return True
-    return _is_disconnect(error.__cause__ or error.__context__)
+    return isinstance(error, _DISCONNECTS)
 
 
 class _WithoutDisconnects(logging.Filter):

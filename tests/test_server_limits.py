@@ -15,7 +15,6 @@ import json
 import logging
 import re
 import socket
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -321,7 +320,20 @@ def test_a_name_resolving_to_a_reserved_address_is_refused_before_any_connect(
 # -- 15c. the server log ---------------------------------------------------------
 
 
-def test_a_disconnect_leaves_no_traceback_and_other_errors_keep_theirs() -> None:
+@pytest.fixture
+def sdk_logger() -> Iterator[logging.Logger]:
+    """The SDK's logger, as it was before the test configured it."""
+    logger = logging.getLogger("mcp")
+    saved = (list(logger.handlers), logger.level, logger.propagate)
+    yield logger
+    logger.handlers[:] = saved[0]
+    logger.setLevel(saved[1])
+    logger.propagate = saved[2]
+
+
+def test_a_disconnect_leaves_no_traceback_and_other_errors_keep_theirs(
+    sdk_logger: logging.Logger,
+) -> None:
     from researchstore.mcp_server import configure_logging
 
     class Lines:
@@ -351,7 +363,6 @@ def test_a_disconnect_leaves_no_traceback_and_other_errors_keep_theirs() -> None
     except ValueError:
         logger.exception("Error handling POST request")
     assert "Traceback" in stream.text and "a real bug" in stream.text
-    configure_logging(sys.stderr)
 
 
 # -- over HTTP ----------------------------------------------------------------------
@@ -585,8 +596,10 @@ def test_every_http_request_is_one_line_of_the_access_log(
         assert refused.status_code == 200
         listing = {"jsonrpc": "2.0", "id": 3, "method": "tools/list"}
         assert client.post(url, json=listing, headers=mcp_headers(key, session)).status_code == 200
+    # A line is written once its answer is sent: the last may still be on its way.
     deadline = time.monotonic() + 10
-    while "get_chunk_next" not in access_log.read_text() and time.monotonic() < deadline:
+    last = f"key={served.key_id('b')} POST tool=tools/list"
+    while last not in access_log.read_text() and time.monotonic() < deadline:
         time.sleep(0.05)
     lines = access_log.read_text().splitlines()
     parsed = [ACCESS_LINE.match(line) for line in lines]
