@@ -63,6 +63,8 @@ OUTCOME_SCOPE_KEY = "researchstore.outcome"
 SERVER_NAME = "researchstore"
 #: Tool calls one API key may run at once over HTTP.
 CALLS_PER_KEY = 8
+#: HTTP requests one API key may have in flight at once.
+REQUESTS_PER_KEY = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +89,9 @@ class HttpLimits:
     #: largest call the input schemas allow is far smaller, even with every
     #: character escaped.
     max_request_bytes: int = 1024 * 1024
+    #: HTTP requests of one key in flight at once, an open GET stream
+    #: included (beyond it: 429): what one key's bodies can hold in memory.
+    requests_per_key: int = REQUESTS_PER_KEY
 
 
 #: Hints for the read tools: they change nothing and read only the local store.
@@ -217,12 +222,17 @@ class ApiKeyMiddleware:
 
     An accepted request carries the key's principal in its ASGI scope, and the
     key as the scope's ``user`` so that a session can only be used with the
-    key that opened it.
+    key that opened it. A key with ``requests_per_key`` requests in flight
+    gets 429 for one more, before its body is read.
     """
 
-    def __init__(self, app: ASGIApp, *, store: Store) -> None:
+    def __init__(
+        self, app: ASGIApp, *, store: Store, requests_per_key: int = REQUESTS_PER_KEY
+    ) -> None:
         self.app = app
         self.store = store
+        self.requests_per_key = requests_per_key
+        self.in_flight: dict[str, int] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -244,14 +254,27 @@ class ApiKeyMiddleware:
         from mcp.server.auth.provider import AccessToken
 
         scope[PRINCIPAL_SCOPE_KEY] = principal
+        key_id = principal.key_id or ""
         scope["user"] = AuthenticatedUser(
-            AccessToken(
-                token=principal.key_id or "",
-                client_id=principal.key_id or "",
-                scopes=sorted(principal.scopes),
-            )
+            AccessToken(token=key_id, client_id=key_id, scopes=sorted(principal.scopes))
         )
-        await self.app(scope, receive, send)
+        # No await between the check and the count: one event loop, no race.
+        held = self.in_flight.get(key_id, 0)
+        if held >= self.requests_per_key:
+            await _too_many(
+                send,
+                f"this API key already has {held} requests in flight, the most one key may "
+                "have: wait for one to finish",
+                retry_after_s=1,
+            )
+            return
+        self.in_flight[key_id] = held + 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.in_flight[key_id] -= 1
+            if not self.in_flight[key_id]:
+                del self.in_flight[key_id]
 
 
 def _header(scope: Scope, name: str) -> str | None:
@@ -308,30 +331,79 @@ class KeyedSessionManager(StreamableHTTPSessionManager):
 
 
 class _McpEndpoint:
-    """The session manager as a plain ASGI app (a Starlette route endpoint)."""
+    """The session manager as a plain ASGI app (a Starlette route endpoint).
 
-    def __init__(self, manager: KeyedSessionManager, *, idle_timeout_s: float) -> None:
+    A request's body is read whole, up to the limit, before the SDK sees the
+    request: a client that leaves half-way is then simply gone (the SDK would
+    answer it 500 and log an error), and one that sends too much gets 413.
+    """
+
+    def __init__(
+        self, manager: KeyedSessionManager, *, idle_timeout_s: float, max_request_bytes: int
+    ) -> None:
         self.manager = manager
         self.idle_timeout_s = idle_timeout_s
+        self.max_request_bytes = max_request_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("method") == "POST":
+            declared = _header(scope, "content-length") or "0"
+            body = None
+            if not declared.isdigit() or int(declared) <= self.max_request_bytes:
+                body = await _read_body(receive, self.max_request_bytes)
+                if body is None:
+                    return  # the client went away before its request was whole
+            if body is None or len(body) > self.max_request_bytes:
+                message = f"the request body is over {self.max_request_bytes} bytes"
+                await _send_json(send, 413, {"error": {"message": message}})
+                return
+            receive = _replay(body, receive)
         try:
             await self.manager.handle_request(scope, receive, send)
         except SessionsExhausted as refusal:
-            message = (
-                f"{refusal}, the most one key may hold: end one (HTTP DELETE) or let one "
-                f"sit idle for {self.idle_timeout_s:g} s"
-            )
-            await _send_json(
+            await _too_many(
                 send,
-                429,
-                types.JSONRPCError(
-                    jsonrpc="2.0",
-                    id="server-error",
-                    error=types.ErrorData(code=types.INTERNAL_ERROR, message=message),
-                ).model_dump(by_alias=True, exclude_none=True),
-                [(b"retry-after", str(max(1, round(self.idle_timeout_s))).encode())],
+                f"{refusal}, the most one key may hold: end one (HTTP DELETE) or let one "
+                f"sit idle for {self.idle_timeout_s:g} s",
+                retry_after_s=self.idle_timeout_s,
             )
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
+    """The request body, or None if the client left first; reading stops past ``limit``."""
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        body.extend(message.get("body", b""))
+        if len(body) > limit or not message.get("more_body", False):
+            return bytes(body)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that gives ``body`` once, then whatever the client sends next."""
+    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replay() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replay
+
+
+async def _too_many(send: Send, message: str, *, retry_after_s: float) -> None:
+    """429, as a JSON-RPC error (what an MCP client reads) with ``Retry-After``."""
+    error = types.JSONRPCError(
+        jsonrpc="2.0",
+        id="server-error",
+        error=types.ErrorData(code=types.INTERNAL_ERROR, message=message),
+    )
+    await _send_json(
+        send,
+        429,
+        error.model_dump(by_alias=True, exclude_none=True),
+        [(b"retry-after", str(max(1, round(retry_after_s))).encode())],
+    )
 
 
 async def _send_json(
@@ -538,9 +610,13 @@ def http_app(
         async with manager.run():
             yield
 
-    endpoint = _McpEndpoint(manager, idle_timeout_s=limits.session_idle_timeout_s)
+    endpoint = _McpEndpoint(
+        manager,
+        idle_timeout_s=limits.session_idle_timeout_s,
+        max_request_bytes=limits.max_request_bytes,
+    )
     app = Starlette(routes=[Route(MCP_PATH, endpoint=endpoint)], lifespan=lifespan)
-    app.add_middleware(ApiKeyMiddleware, store=store)
+    app.add_middleware(ApiKeyMiddleware, store=store, requests_per_key=limits.requests_per_key)
     # Added last, so outermost: it sees every request, a refused one too.
     app.add_middleware(AccessLogMiddleware, log=AccessLog(access_log or sys.stderr))
     return app

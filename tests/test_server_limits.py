@@ -472,6 +472,46 @@ def test_one_key_cannot_take_every_session(served: Served, url: str) -> None:
         assert mcp_open_session(client, url, flooder).status_code == 200
 
 
+def open_stream(address: str, key: str, session_id: str) -> socket.socket:
+    """A GET stream of a session on a raw socket, once its answer has begun."""
+    host, port = address.split("/")[2].rsplit(":", 1)
+    headers = {**mcp_headers(key, session_id), "accept": "text/event-stream"}
+    head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+    sock = socket.create_connection((host, int(port)), timeout=30)
+    sock.sendall(f"GET /mcp HTTP/1.1\r\nhost: {host}:{port}\r\n{head}\r\n".encode())
+    assert sock.recv(64).startswith(b"HTTP/1.1 200"), "the stream did not open"
+    return sock
+
+
+@pytest.mark.slow
+def test_one_key_cannot_hold_every_connection(served: Served, tmp_path: Path) -> None:
+    """A key's requests in flight (open streams here) are bounded for that key only."""
+    key, other = served.keys["a"], served.keys["b"]
+    with mcp_http_server(served.db, tmp_path / "server.log", "--requests-per-key", "3") as address:
+        with httpx.Client(timeout=30) as client:
+            sessions = [
+                mcp_open_session(client, address, key).headers["mcp-session-id"] for _ in range(3)
+            ]
+            streams = [open_stream(address, key, session) for session in sessions]
+            try:
+                probe = {"chunk_id": served.chunk_id}
+                refused = mcp_call(client, address, key, sessions[0], "research_get_chunk", probe)
+                assert refused.status_code == 429, refused.text
+                assert "in flight" in refused.json()["error"]["message"]
+                opened = mcp_open_session(client, address, other)
+                assert opened.status_code == 200, opened.text
+            finally:
+                for stream in streams:
+                    stream.close()
+            deadline = time.monotonic() + 10
+            while True:  # until the server has seen the streams close
+                answer = mcp_call(client, address, key, sessions[0], "research_get_chunk", probe)
+                if answer.status_code != 429 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            assert call_result(answer)["result"]["chunk"] is not None
+
+
 @pytest.mark.slow
 def test_idle_sessions_expire_and_make_room(served: Served, tmp_path: Path) -> None:
     options = ("--sessions-per-key", "1", "--session-idle-timeout", "0.5")
@@ -573,6 +613,9 @@ def test_a_client_that_goes_away_leaves_no_traceback(served: Served, tmp_path: P
     text = log.read_text()
     assert "Traceback" not in text, text
     assert "ClosedResourceError" not in text, text
+    assert "ERROR" not in text, text
+    # The request cut off half-way is one access-log line: no answer was sent.
+    assert re.search(r" POST tool=- status=- ms=", text), text
 
 
 ACCESS_LINE = re.compile(
@@ -626,6 +669,7 @@ def test_serve_shows_the_limits_it_applies() -> None:
     assert serve_command.MAX_SESSIONS == defaults.max_sessions
     assert serve_command.SESSIONS_PER_KEY == defaults.sessions_per_key
     assert serve_command.SESSION_IDLE_TIMEOUT_S == defaults.session_idle_timeout_s
+    assert serve_command.REQUESTS_PER_KEY == defaults.requests_per_key
     shown = CliRunner().invoke(main, ["serve", "--help"]).output
-    for option in ("--access-log", "--sessions-per-key", "--max-sessions"):
+    for option in ("--access-log", "--sessions-per-key", "--max-sessions", "--requests-per-key"):
         assert option in shown

@@ -21,6 +21,7 @@ from researchstore.principal import ANY_WORKSPACE, SCOPES
 MAX_SESSIONS = 1000
 SESSIONS_PER_KEY = 64
 SESSION_IDLE_TIMEOUT_S = 300.0
+REQUESTS_PER_KEY = 256
 
 
 @click.command()
@@ -82,6 +83,13 @@ SESSION_IDLE_TIMEOUT_S = 300.0
     metavar="SECONDS",
     help="Over HTTP, end a session that has had no request for this long.",
 )
+@click.option(
+    "--requests-per-key",
+    type=click.IntRange(1),
+    default=REQUESTS_PER_KEY,
+    show_default=True,
+    help="Over HTTP, the requests one API key may have in flight at once.",
+)
 def serve(
     store_path: str,
     transport: str,
@@ -92,6 +100,7 @@ def serve(
     sessions_per_key: int,
     max_sessions: int,
     session_idle_timeout: float,
+    requests_per_key: int,
 ) -> None:
     """Serve STORE's tools to MCP clients (stdio, or HTTP with an x-api-key).
 
@@ -123,6 +132,7 @@ def serve(
             max_sessions=max_sessions,
             sessions_per_key=sessions_per_key,
             session_idle_timeout_s=session_idle_timeout,
+            requests_per_key=requests_per_key,
         )
         with contextlib.ExitStack() as stack:
             log: TextIO = sys.stderr
