@@ -14,7 +14,7 @@ Over stdio the caller is the local user, with every right. Over streamable
 HTTP every request needs an ``x-api-key`` (refused with 401 before anything
 else runs), and each tool call runs as that key's principal. No one key can
 hold the HTTP server (``HttpLimits``): a request body is bounded, a key may
-hold only so many sessions and run only so many calls at once, idle sessions
+hold only so many sessions, requests and calls at once, idle sessions
 expire, and every request is one line of the access log.
 """
 
