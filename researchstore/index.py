@@ -108,6 +108,17 @@ def phrase_terms(phrase: str) -> list[tuple[int, str]]:
     return placed
 
 
+def query_size(text: str) -> tuple[int, int]:
+    """What ``SearchIndex.build_query`` asks of Tantivy for ``text``: (terms, phrases).
+
+    Terms are counted with repeats (a repeated term is asked for again);
+    phrases are the quoted groups of more than one term. A search's cost
+    grows with both, so the tool bounds them (``catalogue``).
+    """
+    phrases = sum(1 for phrase in _PHRASE.findall(text) if len(phrase_terms(phrase)) > 1)
+    return len(analyze(text)), phrases
+
+
 def _build_schema() -> tantivy.Schema:
     builder = tantivy.SchemaBuilder()
     builder.add_text_field("chunk_id", stored=True, tokenizer_name="raw")

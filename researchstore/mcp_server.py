@@ -12,7 +12,10 @@ Profiles choose what a client sees, not what it may do:
 
 Over stdio the caller is the local user, with every right. Over streamable
 HTTP every request needs an ``x-api-key`` (refused with 401 before anything
-else runs), and each tool call runs as that key's principal.
+else runs), and each tool call runs as that key's principal. No one key can
+hold the HTTP server (``HttpLimits``): a request body is bounded, a key may
+hold only so many sessions, requests and calls at once, idle sessions
+expire, and every request is one line of the access log.
 """
 
 from __future__ import annotations
@@ -20,20 +23,28 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import json
+import logging
 import os
 import socket
-from collections.abc import AsyncIterator
-from typing import Any
+import sys
+import time
+from collections.abc import AsyncIterator, MutableMapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, TextIO
 
 import anyio
 import mcp.types as types
+from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from researchstore import __version__, auth, contracts
 from researchstore.catalogue import served_tools
@@ -46,7 +57,42 @@ OUTPUT_SCHEMAS_ENV = "RESEARCHSTORE_OUTPUT_SCHEMAS"
 API_KEY_HEADER = "x-api-key"
 MCP_PATH = "/mcp"
 PRINCIPAL_SCOPE_KEY = "researchstore.principal"
+#: What a request asked and how its call ended, for the access log.
+CALL_SCOPE_KEY = "researchstore.call"
+OUTCOME_SCOPE_KEY = "researchstore.outcome"
 SERVER_NAME = "researchstore"
+#: Tool calls one API key may run at once over HTTP.
+CALLS_PER_KEY = 8
+#: HTTP requests one API key may have in flight at once.
+REQUESTS_PER_KEY = 256
+
+
+@dataclass(frozen=True, slots=True)
+class HttpLimits:
+    """What the HTTP server lets clients hold, so that no one key can hold it.
+
+    A session costs ~60 KB and a task; a tool call holds a worker thread (and,
+    while it reads, the store). Every bound is per server process.
+    """
+
+    #: Open MCP sessions in all (beyond it: 503).
+    max_sessions: int = 1000
+    #: Open sessions one API key may hold (beyond it: 429), so that a flood of
+    #: sessions by one key leaves room for every other key.
+    sessions_per_key: int = 64
+    #: A session with no request in flight for this long is ended (404 after).
+    session_idle_timeout_s: float = 300.0
+    #: Tool calls one key may run at once; more wait their turn without
+    #: taking a worker thread from other keys.
+    calls_per_key: int = CALLS_PER_KEY
+    #: The largest request body (beyond it: 413, before it is parsed). The
+    #: largest call the input schemas allow is far smaller, even with every
+    #: character escaped.
+    max_request_bytes: int = 1024 * 1024
+    #: HTTP requests of one key in flight at once, an open GET stream
+    #: included (beyond it: 429): what one key's bodies can hold in memory.
+    requests_per_key: int = REQUESTS_PER_KEY
+
 
 #: Hints for the read tools: they change nothing and read only the local store.
 _READ_ONLY_HINTS = {"destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
@@ -91,6 +137,7 @@ def build_server(
     profile: str = "core",
     transport: str = "stdio",
     output_schemas: bool | None = None,
+    calls_per_key: int = CALLS_PER_KEY,
 ) -> Server[Any, Any]:
     """A low-level MCP server serving ``profile``'s tools over ``store``."""
     tools = served_tools(profile, transport)
@@ -108,8 +155,13 @@ def build_server(
         ),
     )
 
+    # Each key's calls take turns for worker threads among themselves (over
+    # HTTP); the local user over stdio uses the default pool.
+    limiters: dict[str, anyio.CapacityLimiter] = {}
+
     @server.list_tools()  # type: ignore[no-untyped-call, untyped-decorator]
     async def list_tools() -> list[types.Tool]:
+        _request_scope(server)[CALL_SCOPE_KEY] = "tools/list"
         return listing
 
     # Arguments are checked by the tool itself (``Tool.bind``), so that a bad
@@ -118,22 +170,36 @@ def build_server(
     @server.call_tool(validate_input=False)  # type: ignore[untyped-decorator]
     async def call(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         principal = _caller(server, transport)
+        scope = _request_scope(server)
+        scope[CALL_SCOPE_KEY] = name
 
         def run() -> dict[str, Any]:
             with acting_as(principal):
                 return call_tool(store, name, arguments, tools=tools)
 
-        return tool_result(name, await anyio.to_thread.run_sync(run))
+        limiter = None
+        if principal.key_id is not None:
+            limiter = limiters.get(principal.key_id)
+            if limiter is None:
+                limiter = limiters[principal.key_id] = anyio.CapacityLimiter(calls_per_key)
+        envelope = await anyio.to_thread.run_sync(run, limiter=limiter)
+        scope[OUTCOME_SCOPE_KEY] = envelope["error"]["code"] if "error" in envelope else "ok"
+        return tool_result(name, envelope)
 
     return server
+
+
+def _request_scope(server: Server[Any, Any]) -> MutableMapping[str, Any]:
+    """The ASGI scope of the HTTP request being served (a scratch dict over stdio)."""
+    request = server.request_context.request
+    scope = getattr(request, "scope", None)
+    return scope if isinstance(scope, MutableMapping) else {}
 
 
 def _caller(server: Server[Any, Any], transport: str) -> Principal:
     if transport == "stdio":
         return LOCAL_USER
-    request = server.request_context.request
-    scope = getattr(request, "scope", None) or {}
-    principal = scope.get(PRINCIPAL_SCOPE_KEY)
+    principal = _request_scope(server).get(PRINCIPAL_SCOPE_KEY)
     # Fail closed: an HTTP call that somehow carries no principal gets no rights.
     return principal if isinstance(principal, Principal) else NOBODY
 
@@ -156,12 +222,17 @@ class ApiKeyMiddleware:
 
     An accepted request carries the key's principal in its ASGI scope, and the
     key as the scope's ``user`` so that a session can only be used with the
-    key that opened it.
+    key that opened it. A key with ``requests_per_key`` requests in flight
+    gets 429 for one more, before its body is read.
     """
 
-    def __init__(self, app: ASGIApp, *, store: Store) -> None:
+    def __init__(
+        self, app: ASGIApp, *, store: Store, requests_per_key: int = REQUESTS_PER_KEY
+    ) -> None:
         self.app = app
         self.store = store
+        self.requests_per_key = requests_per_key
+        self.in_flight: dict[str, int] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -183,14 +254,27 @@ class ApiKeyMiddleware:
         from mcp.server.auth.provider import AccessToken
 
         scope[PRINCIPAL_SCOPE_KEY] = principal
+        key_id = principal.key_id or ""
         scope["user"] = AuthenticatedUser(
-            AccessToken(
-                token=principal.key_id or "",
-                client_id=principal.key_id or "",
-                scopes=sorted(principal.scopes),
-            )
+            AccessToken(token=key_id, client_id=key_id, scopes=sorted(principal.scopes))
         )
-        await self.app(scope, receive, send)
+        # No await between the check and the count: one event loop, no race.
+        held = self.in_flight.get(key_id, 0)
+        if held >= self.requests_per_key:
+            await _too_many(
+                send,
+                f"this API key already has {held} requests in flight, the most one key may "
+                "have: wait for one to finish",
+                retry_after_s=1,
+            )
+            return
+        self.in_flight[key_id] = held + 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.in_flight[key_id] -= 1
+            if not self.in_flight[key_id]:
+                del self.in_flight[key_id]
 
 
 def _header(scope: Scope, name: str) -> str | None:
@@ -202,29 +286,267 @@ def _header(scope: Scope, name: str) -> str | None:
 
 
 async def _refuse(send: Send, message: str) -> None:
-    body = json.dumps({"error": {"code": "not_entitled", "message": message}}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 401,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"www-authenticate", b'ApiKey header="x-api-key"'),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    body = {"error": {"code": "not_entitled", "message": message}}
+    await _send_json(send, 401, body, [(b"www-authenticate", b'ApiKey header="x-api-key"')])
+
+
+class SessionsExhausted(Exception):
+    """A key already holds as many open sessions as one key may."""
+
+    def __init__(self, held: int) -> None:
+        super().__init__(f"this API key already holds {held} open MCP sessions")
+        self.held = held
+
+
+class KeyedSessionManager(StreamableHTTPSessionManager):
+    """The SDK's session manager, holding at most ``sessions_per_key`` sessions per key.
+
+    The SDK admits a session in ``_admit_session``, under its session-creation
+    lock, and forgets it however it ends (DELETE, idle timeout, crash); its
+    owners are the keys' ``AuthorizationContext`` (``ApiKeyMiddleware``).
+    Counting there, the count and the registration cannot interleave with
+    another opening request. A refusal raises ``SessionsExhausted`` before
+    anything is sent, and ``_McpEndpoint`` answers it.
+    """
+
+    def __init__(self, app: Server[Any, Any], *, sessions_per_key: int, **options: Any) -> None:
+        super().__init__(app, **options)
+        # Both are the SDK's own (1.30+): fail at start rather than not count.
+        if not hasattr(self, "_admit_session") or not isinstance(
+            getattr(self, "_session_owners", None), dict
+        ):  # pragma: no cover
+            raise RuntimeError(
+                "this mcp SDK admits sessions another way; researchstore needs 1.30+"
+            )
+        self.sessions_per_key = sessions_per_key
+
+    def _admit_session(
+        self, requestor: AuthorizationContext | None
+    ) -> StreamableHTTPServerTransport | None:
+        if requestor is not None:
+            held = sum(1 for owner in self._session_owners.values() if owner == requestor)
+            if held >= self.sessions_per_key:
+                raise SessionsExhausted(held)
+        return super()._admit_session(requestor)
 
 
 class _McpEndpoint:
-    """The session manager as a plain ASGI app (a Starlette route endpoint)."""
+    """The session manager as a plain ASGI app (a Starlette route endpoint).
 
-    def __init__(self, manager: StreamableHTTPSessionManager) -> None:
+    A request's body is read whole, up to the limit, before the SDK sees the
+    request: a client that leaves half-way is then simply gone (the SDK would
+    answer it 500 and log an error), and one that sends too much gets 413.
+    """
+
+    def __init__(
+        self, manager: KeyedSessionManager, *, idle_timeout_s: float, max_request_bytes: int
+    ) -> None:
         self.manager = manager
+        self.idle_timeout_s = idle_timeout_s
+        self.max_request_bytes = max_request_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self.manager.handle_request(scope, receive, send)
+        if scope.get("method") == "POST":
+            declared = _header(scope, "content-length") or "0"
+            body = None
+            if not declared.isdigit() or int(declared) <= self.max_request_bytes:
+                body = await _read_body(receive, self.max_request_bytes)
+                if body is None:
+                    return  # the client went away before its request was whole
+            if body is None or len(body) > self.max_request_bytes:
+                message = f"the request body is over {self.max_request_bytes} bytes"
+                await _send_json(send, 413, {"error": {"message": message}})
+                return
+            receive = _replay(body, receive)
+        try:
+            await self.manager.handle_request(scope, receive, send)
+        except SessionsExhausted as refusal:
+            await _too_many(
+                send,
+                f"{refusal}, the most one key may hold: end one (HTTP DELETE) or let one "
+                f"sit idle for {self.idle_timeout_s:g} s",
+                retry_after_s=self.idle_timeout_s,
+            )
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
+    """The request body, or None if the client left first; reading stops past ``limit``."""
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        body.extend(message.get("body", b""))
+        if len(body) > limit or not message.get("more_body", False):
+            return bytes(body)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that gives ``body`` once, then whatever the client sends next."""
+    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replay() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replay
+
+
+async def _too_many(send: Send, message: str, *, retry_after_s: float) -> None:
+    """429, as a JSON-RPC error (what an MCP client reads) with ``Retry-After``."""
+    error = types.JSONRPCError(
+        jsonrpc="2.0",
+        id="server-error",
+        error=types.ErrorData(code=types.INTERNAL_ERROR, message=message),
+    )
+    await _send_json(
+        send,
+        429,
+        error.model_dump(by_alias=True, exclude_none=True),
+        [(b"retry-after", str(max(1, round(retry_after_s))).encode())],
+    )
+
+
+async def _send_json(
+    send: Send, status: int, body: Any, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    encoded = json.dumps(body).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(encoded)).encode()),
+                *(headers or []),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": encoded})
+
+
+# -- the access log and the server's own log --------------------------------------
+
+
+class AccessLog:
+    """One line per HTTP request: when it came, which key, what it asked, status, time.
+
+    ``2026-03-14T10:00:00.123Z key=3f9c0a7d12be POST tool=research_chunk_search
+    status=200 result=ok ms=3.2`` (on one line). The key is its public
+    ``key_id``, never the secret; ``key=-`` when no valid key came with the
+    request. ``tool`` is the tool called (``tools/list`` for the listing,
+    ``-`` for any other MCP message), ``result`` how the call ended (``ok`` or
+    the error code), ``status=-`` when the client went away before an answer.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def request(self, scope: Scope, *, started: float, status: int | None, ms: float) -> None:
+        principal = scope.get(PRINCIPAL_SCOPE_KEY)
+        key = principal.key_id if isinstance(principal, Principal) and principal.key_id else "-"
+        when = datetime.fromtimestamp(started, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        fields = [
+            when,
+            f"key={key}",
+            str(scope.get("method", "-")),
+            f"tool={scope.get(CALL_SCOPE_KEY, '-')}",
+            f"status={status if status is not None else '-'}",
+        ]
+        if OUTCOME_SCOPE_KEY in scope:
+            fields.append(f"result={scope[OUTCOME_SCOPE_KEY]}")
+        fields.append(f"ms={ms:.1f}")
+        try:
+            self.stream.write(" ".join(fields) + "\n")
+            self.stream.flush()
+        except (OSError, ValueError):
+            pass  # a full disk or a closed stream must not fail the request it records
+
+
+class AccessLogMiddleware:
+    """Write each HTTP request to the access log once it is answered (or abandoned)."""
+
+    def __init__(self, app: ASGIApp, *, log: AccessLog) -> None:
+        self.app = app
+        self.log = log
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started, clock = time.time(), time.perf_counter()
+        status: int | None = None
+
+        async def watch(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        except Exception as error:  # logged here, raised on to uvicorn (a cancellation is not)
+            if status is None and not _is_disconnect(error):
+                status = 500
+            raise
+        finally:
+            ms = (time.perf_counter() - clock) * 1000
+            self.log.request(scope, started=started, status=status, ms=ms)
+
+
+#: What a client that goes away looks like from inside the server.
+_DISCONNECTS: tuple[type[BaseException], ...] = (
+    anyio.ClosedResourceError,
+    anyio.BrokenResourceError,
+    anyio.EndOfStream,
+    ClientDisconnect,
+    ConnectionError,
+)
+
+
+def _is_disconnect(error: BaseException | None) -> bool:
+    """Whether ``error`` (or every error of a group) is a client going away."""
+    if isinstance(error, BaseExceptionGroup):
+        return all(_is_disconnect(inner) for inner in error.exceptions)
+    return isinstance(error, _DISCONNECTS)
+
+
+class _WithoutDisconnects(logging.Filter):
+    """Drop the SDK's and uvicorn's tracebacks for a client that went away.
+
+    A disconnect is a normal event: the access log's line for that request
+    already says it (``status=-``, or the time a stream stayed open).
+    Every other error keeps its traceback.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and _is_disconnect(record.exc_info[1]))
+
+
+class _ServerLog(logging.StreamHandler):  # type: ignore[type-arg]
+    """Where the SDK's warnings and errors go: one prefix, no disconnect tracebacks."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__(stream)
+        self.setFormatter(logging.Formatter("researchstore: %(name)s: %(levelname)s: %(message)s"))
+        self.addFilter(_WithoutDisconnects())
+
+
+def configure_logging(stream: TextIO | None = None) -> None:
+    """The server's own log: the SDK's warnings and errors, without disconnect noise."""
+    sdk = logging.getLogger("mcp")
+    for handler in list(sdk.handlers):
+        if isinstance(handler, _ServerLog):
+            sdk.removeHandler(handler)
+    sdk.addHandler(_ServerLog(stream or sys.stderr))
+    sdk.setLevel(logging.WARNING)
+    sdk.propagate = False
+    # uvicorn logs an exception that escapes the app on its own logger.
+    server = logging.getLogger("uvicorn.error")
+    if not any(isinstance(known, _WithoutDisconnects) for known in server.filters):
+        server.addFilter(_WithoutDisconnects())
+
+
+# -- the app ---------------------------------------------------------------------
 
 
 def is_loopback(host: str) -> bool:
@@ -236,19 +558,51 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def http_app(store: Store, *, profile: str = "core", host: str = "127.0.0.1") -> Starlette:
-    """The ASGI app: ``/mcp`` behind the API-key check."""
-    server = build_server(store, profile=profile, transport="http")
-    security = None
-    if is_loopback(host):
-        # Bound to loopback: refuse other Host/Origin headers (DNS rebinding).
-        security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-        )
-    manager = StreamableHTTPSessionManager(
-        app=server, json_response=True, security_settings=security
+def host_header(host: str) -> str:
+    """``host`` as a ``Host`` header names it (an IPv6 address in brackets)."""
+    bare = host.strip("[]")
+    return f"[{bare}]" if ":" in bare else bare
+
+
+def transport_security(host: str) -> TransportSecuritySettings | None:
+    """Bound to loopback: only requests addressed to this machine by a loopback name.
+
+    That refuses a page in a browser that reaches the port through a name it
+    controls (DNS rebinding). The address the server was given is accepted
+    with any loopback name, so ``--host 127.0.0.2`` answers requests for
+    ``127.0.0.2``. Bound elsewhere, any Host is accepted.
+    """
+    if not is_loopback(host):
+        return None
+    names = dict.fromkeys(["127.0.0.1", "localhost", "[::1]", host_header(host)])
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[form for name in names for form in (name, f"{name}:*")],
+        allowed_origins=[form for name in names for form in (f"http://{name}", f"http://{name}:*")],
+    )
+
+
+def http_app(
+    store: Store,
+    *,
+    profile: str = "core",
+    host: str = "127.0.0.1",
+    limits: HttpLimits | None = None,
+    access_log: TextIO | None = None,
+) -> Starlette:
+    """The ASGI app: ``/mcp`` behind the API-key check, every request in the access log."""
+    limits = limits or HttpLimits()
+    server = build_server(
+        store, profile=profile, transport="http", calls_per_key=limits.calls_per_key
+    )
+    manager = KeyedSessionManager(
+        server,
+        json_response=True,
+        security_settings=transport_security(host),
+        session_idle_timeout=limits.session_idle_timeout_s,
+        max_sessions=limits.max_sessions,
+        sessions_per_key=limits.sessions_per_key,
+        max_request_body_size=limits.max_request_bytes,
     )
 
     @contextlib.asynccontextmanager
@@ -256,8 +610,15 @@ def http_app(store: Store, *, profile: str = "core", host: str = "127.0.0.1") ->
         async with manager.run():
             yield
 
-    app = Starlette(routes=[Route(MCP_PATH, endpoint=_McpEndpoint(manager))], lifespan=lifespan)
-    app.add_middleware(ApiKeyMiddleware, store=store)
+    endpoint = _McpEndpoint(
+        manager,
+        idle_timeout_s=limits.session_idle_timeout_s,
+        max_request_bytes=limits.max_request_bytes,
+    )
+    app = Starlette(routes=[Route(MCP_PATH, endpoint=endpoint)], lifespan=lifespan)
+    app.add_middleware(ApiKeyMiddleware, store=store, requests_per_key=limits.requests_per_key)
+    # Added last, so outermost: it sees every request, a refused one too.
+    app.add_middleware(AccessLogMiddleware, log=AccessLog(access_log or sys.stderr))
     return app
 
 
@@ -279,6 +640,8 @@ def serve_http(app: Starlette, sock: socket.socket) -> None:
     import uvicorn
 
     config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
+    # After uvicorn's own logging setup, which this adds to.
+    configure_logging()
     uvicorn.Server(config).run(sockets=[sock])
 
 
@@ -292,8 +655,12 @@ def endpoint_url(sock: socket.socket) -> str:
 __all__ = [
     "PROFILES",
     "TRANSPORTS",
+    "AccessLog",
     "ApiKeyMiddleware",
+    "HttpLimits",
+    "KeyedSessionManager",
     "build_server",
+    "configure_logging",
     "describe",
     "http_app",
     "serve_http",

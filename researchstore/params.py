@@ -47,26 +47,41 @@ class Param:
     enum: tuple[str, ...] | None = None
     format: str | None = None  # "date" and "uuid" are checked; others are documentation
     pattern: str | None = None
+    #: For an object (the ``tags`` filter): how many names it may hold, and
+    #: how long a name may be. Its values are bounded by ``max_items`` (values
+    #: per name) and ``max_length`` (characters per value).
+    max_keys: int | None = None
+    max_key_length: int | None = None
+    #: A further bound on a string that JSON Schema cannot state (the search
+    #: query's terms): returns why a value is refused, or None. The
+    #: description says it in words.
+    bound: Callable[[str], str | None] | None = None
 
     def schema(self) -> dict[str, Any]:
         schema: dict[str, Any] = {"type": self.type, "description": self.description}
+        if self.type == "string":
+            schema.update(self._length(self.min_length))
         if self.type == "array":
-            schema["items"] = {"type": "string", "minLength": 1}
+            schema["items"] = {"type": "string", **self._length(1)}
         if self.type == "object":
-            schema["additionalProperties"] = {
-                "anyOf": [
-                    {"type": "string"},
-                    {"type": "array", "items": {"type": "string"}, "minItems": 1},
-                ]
-            }
+            # ``max_length`` bounds each value, ``max_items`` the values of one name.
+            one: dict[str, Any] = {"type": "string", **self._length(1)}
+            several: dict[str, Any] = {"type": "array", "items": one, "minItems": 1}
+            if self.max_items is not None:
+                several["maxItems"] = self.max_items
+            schema["additionalProperties"] = {"anyOf": [one, several]}
+            names: dict[str, Any] = {"minLength": 1}
+            if self.max_key_length is not None:
+                names["maxLength"] = self.max_key_length
+            schema["propertyNames"] = names
+            if self.max_keys is not None:
+                schema["maxProperties"] = self.max_keys
         for key, value in (
             ("default", self.default),
             ("minimum", self.minimum),
             ("maximum", self.maximum),
-            ("minLength", self.min_length),
-            ("maxLength", self.max_length),
-            ("minItems", self.min_items),
-            ("maxItems", self.max_items),
+            ("minItems", self.min_items if self.type == "array" else None),
+            ("maxItems", self.max_items if self.type == "array" else None),
             ("enum", list(self.enum) if self.enum else None),
             ("format", self.format),
             ("pattern", self.pattern),
@@ -74,6 +89,11 @@ class Param:
             if value is not None:
                 schema[key] = value
         return schema
+
+    def _length(self, min_length: int | None) -> dict[str, int]:
+        """``minLength`` / ``maxLength`` of a string (the value, an item, a tag value)."""
+        bounds = {"minLength": min_length, "maxLength": self.max_length}
+        return {key: value for key, value in bounds.items() if value is not None}
 
     def check(self, value: Any) -> Any:
         """Return the value if it fits, else raise ``InvalidInput`` naming the field."""
@@ -101,6 +121,10 @@ def _check_string(param: Param, given: Any) -> str:
         raise _fail(param, f"must be a UUID; got {value[:60]!r}")
     if param.pattern is not None and not re.search(param.pattern, value):
         raise _fail(param, f"must match {param.pattern}; got {value[:60]!r}")
+    if param.bound is not None:
+        problem = param.bound(value)
+        if problem is not None:
+            raise _fail(param, problem)
     return value
 
 
@@ -138,19 +162,57 @@ def _check_array(param: Param, value: Any) -> list[str]:
     for item in value:
         if not isinstance(item, str) or not item:
             raise _fail(param, "every item must be a non-empty string")
+        if param.max_length is not None and len(item) > param.max_length:
+            raise _fail(
+                param,
+                f"every item must be at most {param.max_length} characters long; "
+                f"got {item[:60]!r}… ({len(item)})",
+            )
     return [_without_lone_surrogates(item) for item in value]
 
 
 def _check_tags(param: Param, value: Any) -> dict[str, list[str]]:
+    """``{name: value or [values]}`` → ``{name: [distinct values]}``, every bound checked first.
+
+    The counts are checked before anything is copied, so an oversized filter
+    costs no more than its refusal. Repeated values are asked for once.
+    """
     if not isinstance(value, dict):
         raise _fail(param, 'must be an object such as {"audience": "students"}')
+    if param.max_keys is not None and len(value) > param.max_keys:
+        raise _fail(param, f"may name at most {param.max_keys} tags; got {len(value)}")
     tags: dict[str, list[str]] = {}
     for name, wanted in value.items():
+        if not isinstance(name, str):
+            raise _fail(param, f"a tag name must be a string, got {type(name).__name__}")
+        if not name:
+            raise _fail(param, "a tag name must not be empty")
+        shown = repr(name) if len(name) <= 60 else f"{name[:60]!r}…"
+        if param.max_key_length is not None and len(name) > param.max_key_length:
+            raise _fail(
+                param,
+                f"a tag name must be at most {param.max_key_length} characters long; "
+                f"got {shown} ({len(name)})",
+            )
         values = wanted if isinstance(wanted, list) else [wanted]
+        if param.max_items is not None and len(values) > param.max_items:
+            raise _fail(
+                param, f"{shown} may list at most {param.max_items} values; got {len(values)}"
+            )
         if not values or not all(isinstance(item, str) and item for item in values):
-            raise _fail(param, f"{name!r} must be a non-empty string or a list of them")
-        tags[_without_lone_surrogates(name)] = [_without_lone_surrogates(v) for v in values]
-    return tags
+            raise _fail(param, f"{shown} must be a non-empty string or a list of them")
+        if param.max_length is not None:
+            for item in values:
+                if len(item) > param.max_length:
+                    raise _fail(
+                        param,
+                        f"a value of {shown} must be at most {param.max_length} characters "
+                        f"long; got {item[:60]!r}… ({len(item)})",
+                    )
+        # Two names can meet here once lone surrogates are replaced: merged.
+        known = tags.setdefault(_without_lone_surrogates(name), [])
+        known.extend(_without_lone_surrogates(item) for item in values)
+    return {name: list(dict.fromkeys(values)) for name, values in tags.items()}
 
 
 _CHECKERS: dict[str, Callable[[Param, Any], Any]] = {

@@ -1,4 +1,5 @@
-"""What the test modules share: paths, sources on disk, child programs, contracts, a site.
+"""What the test modules share: paths, sources on disk, child programs, contracts, a site,
+the MCP server over HTTP.
 
 ``conftest.py`` holds the fixtures and builds them from what is here; test
 modules import from this module, never from ``conftest`` or from each other.
@@ -15,6 +16,7 @@ from __future__ import annotations
 import gzip
 import ipaddress
 import json
+import re
 import ssl
 import subprocess
 import sys
@@ -435,3 +437,83 @@ def run_events(stdout: str) -> list[dict[str, Any]]:
 def run_summaries(stdout: str) -> list[dict[str, Any]]:
     """The summary that ends each source's run in ``--json`` output."""
     return [event for event in run_events(stdout) if event["event"] == "summary"]
+
+
+# -- the MCP server over HTTP, as a child process ----------------------------------
+
+MCP_PROTOCOL = "2025-06-18"
+MCP_ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+@contextmanager
+def mcp_http_server(
+    db: Path, log: Path, *options: str, host: str = "127.0.0.1", profile: str = "core"
+) -> Iterator[str]:
+    """``researchstore serve --transport http`` on a free port of ``host``; yields its URL.
+
+    Its stderr (the announcement, the server's own log and, unless
+    ``--access-log`` says otherwise, the access log) goes to ``log``.
+    """
+    command = [*CLI, "serve", str(db), "--transport", "http", "--host", host, "--port", "0"]
+    with open(log, "w") as errors:
+        server = subprocess.Popen(
+            [*command, "--profile", profile, *options], stdout=subprocess.DEVNULL, stderr=errors
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            found = re.search(r"at (http://\S+/mcp) ", log.read_text())
+            if found:
+                break
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the HTTP server did not start:\n{log.read_text()}")
+            time.sleep(0.05)
+        yield found.group(1)
+    finally:
+        server.terminate()
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(10)
+
+
+def mcp_open_session(client: Any, url: str, key: str, **headers: str) -> Any:
+    """POST an MCP ``initialize`` with ``key``: the response (its session id in a header)."""
+    message = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": MCP_PROTOCOL,
+            "capabilities": {},
+            "clientInfo": {"name": "tests", "version": "1"},
+        },
+    }
+    response = client.post(url, json=message, headers={**MCP_ACCEPT, "x-api-key": key, **headers})
+    if response.status_code == 200:
+        session = {"mcp-session-id": response.headers["mcp-session-id"]}
+        notice = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        client.post(url, json=notice, headers=mcp_headers(key, session["mcp-session-id"]))
+    return response
+
+
+def mcp_headers(key: str, session_id: str) -> dict[str, str]:
+    """The headers of a request in an open session."""
+    return {
+        **MCP_ACCEPT,
+        "x-api-key": key,
+        "mcp-session-id": session_id,
+        "mcp-protocol-version": MCP_PROTOCOL,
+    }
+
+
+def mcp_call(client: Any, url: str, key: str, session_id: str, tool: str, arguments: Any) -> Any:
+    """POST a ``tools/call`` in an open session; the HTTP response."""
+    message = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments},
+    }
+    return client.post(url, json=message, headers=mcp_headers(key, session_id))

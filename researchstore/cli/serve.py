@@ -6,11 +6,22 @@ The MCP SDK is imported inside ``serve`` only: every other command, and
 
 from __future__ import annotations
 
+import contextlib
+import sys
+from typing import TextIO
+
 import click
 
 from researchstore.cli.common import echo_json, open_store
 from researchstore.params import PROFILES, TRANSPORTS
 from researchstore.principal import ANY_WORKSPACE, SCOPES
+
+#: The defaults of ``mcp_server.HttpLimits``, here too so that ``--help`` can
+#: show them without loading the MCP SDK (a test keeps the two the same).
+MAX_SESSIONS = 1000
+SESSIONS_PER_KEY = 64
+SESSION_IDLE_TIMEOUT_S = 300.0
+REQUESTS_PER_KEY = 256
 
 
 @click.command()
@@ -43,16 +54,65 @@ from researchstore.principal import ANY_WORKSPACE, SCOPES
     help="core: search, get and navigation; full: adds evidence retrieval and, "
     "over stdio, ingest_file.",
 )
-def serve(store_path: str, transport: str, host: str, port: int, profile: str) -> None:
+@click.option(
+    "--access-log",
+    type=click.Path(dir_okay=False, writable=True),
+    metavar="FILE",
+    help="Over HTTP, append the access log (one line per request: time, key id, "
+    "tool, status, ms) to FILE instead of stderr.",
+)
+@click.option(
+    "--sessions-per-key",
+    type=click.IntRange(1),
+    default=SESSIONS_PER_KEY,
+    show_default=True,
+    help="Over HTTP, the MCP sessions one API key may hold open at once.",
+)
+@click.option(
+    "--max-sessions",
+    type=click.IntRange(1),
+    default=MAX_SESSIONS,
+    show_default=True,
+    help="Over HTTP, the MCP sessions open at once, all keys together.",
+)
+@click.option(
+    "--session-idle-timeout",
+    type=click.FloatRange(0, min_open=True),
+    default=SESSION_IDLE_TIMEOUT_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="Over HTTP, end a session that has had no request for this long.",
+)
+@click.option(
+    "--requests-per-key",
+    type=click.IntRange(1),
+    default=REQUESTS_PER_KEY,
+    show_default=True,
+    help="Over HTTP, the requests one API key may have in flight at once.",
+)
+def serve(
+    store_path: str,
+    transport: str,
+    host: str,
+    port: int,
+    profile: str,
+    access_log: str | None,
+    sessions_per_key: int,
+    max_sessions: int,
+    session_idle_timeout: float,
+    requests_per_key: int,
+) -> None:
     """Serve STORE's tools to MCP clients (stdio, or HTTP with an x-api-key).
 
     Over HTTP every request needs a key from 'researchstore keys create'; the
-    address is printed on stderr once the server listens.
+    address is printed on stderr once the server listens, and each request is
+    a line of the access log.
     """
     import anyio
 
     from researchstore.auth import list_keys
     from researchstore.mcp_server import (
+        HttpLimits,
         bind_socket,
         endpoint_url,
         http_app,
@@ -68,18 +128,32 @@ def serve(store_path: str, transport: str, host: str, port: int, profile: str) -
             sock = bind_socket(host, port)
         except OSError as error:
             raise click.ClickException(f"cannot listen on {host}:{port}: {error}") from None
-        if not list_keys(store, include_revoked=False):
+        limits = HttpLimits(
+            max_sessions=max_sessions,
+            sessions_per_key=sessions_per_key,
+            session_idle_timeout_s=session_idle_timeout,
+            requests_per_key=requests_per_key,
+        )
+        with contextlib.ExitStack() as stack:
+            log: TextIO = sys.stderr
+            if access_log is not None:
+                try:
+                    log = stack.enter_context(open(access_log, "a", encoding="utf-8"))
+                except OSError as error:
+                    raise click.ClickException(f"cannot write {access_log}: {error}") from None
+            if not list_keys(store, include_revoked=False):
+                click.echo(
+                    f"note: {store_path} has no API key yet; every request will be refused. "
+                    f"Create one with: researchstore keys create {store_path}",
+                    err=True,
+                )
             click.echo(
-                f"note: {store_path} has no API key yet; every request will be refused. "
-                f"Create one with: researchstore keys create {store_path}",
+                f"researchstore: serving the {profile} profile at {endpoint_url(sock)} "
+                "(x-api-key required)",
                 err=True,
             )
-        click.echo(
-            f"researchstore: serving the {profile} profile at {endpoint_url(sock)} "
-            "(x-api-key required)",
-            err=True,
-        )
-        serve_http(http_app(store, profile=profile, host=host), sock)
+            app = http_app(store, profile=profile, host=host, limits=limits, access_log=log)
+            serve_http(app, sock)
 
 
 @click.group()

@@ -3,7 +3,17 @@
 ``host_problem`` refuses local-looking names before any lookup;
 ``resolve_addresses`` resolves a name once, under the DNS time limit, and
 refuses it when any of its addresses is not public (``address_problem``).
-Only ``ipaddress``, ``socket`` and ``threading`` are used here.
+
+An address is public when it is none of the forms that carry another
+address (IPv4-mapped, 6to4, Teredo, NAT64, IPv4-compatible), no cloud
+metadata address, in no block of IANA's IPv4 and IPv6 special-purpose
+registries (``SPECIAL_PURPOSE``), and, for IPv6, inside ``2000::/3``, the
+only space IANA allocates for global unicast (so ``fec0::/10``, the old
+site-local space, and every block the IETF keeps in reserve are refused
+without a list). Python's own classification (``is_private``,
+``is_global``...) is checked last, as a second opinion; it changes between
+Python releases, so it is never the only check. Only ``ipaddress``,
+``socket`` and ``threading`` are used here.
 """
 
 from __future__ import annotations
@@ -19,6 +29,8 @@ from researchstore.fetch.guard import Guard
 from researchstore.fetch.policy import FetchPolicy, IPNetwork
 
 __all__ = [
+    "GLOBAL_UNICAST_V6",
+    "SPECIAL_PURPOSE",
     "IPAddress",
     "address_problem",
     "host_problem",
@@ -41,6 +53,59 @@ _METADATA = tuple(
 _CGNAT = ipaddress.ip_network("100.64.0.0/10")
 _NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
 _IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+#: IANA's "IPv6 Address Space": global unicast is allocated from here only.
+GLOBAL_UNICAST_V6 = ipaddress.ip_network("2000::/3")
+
+#: Every block of IANA's IPv4 and IPv6 Special-Purpose Address Registries
+#: (iana-ipv4-special-registry, iana-ipv6-special-registry, as of 2025-10),
+#: plus multicast and the deprecated site-local space from the address-space
+#: registries. A block is refused whether or not the registry calls it
+#: globally reachable: anycast relays, AS112 sinks and translation prefixes
+#: never serve a public page. A block inside another one is covered by its
+#: parent (192.0.0.0/24 holds 192.0.0.8/32, 2001::/23 holds 2001:1::1/128...).
+#: IPv6 blocks outside ``2000::/3`` are listed although that check refuses
+#: them anyway, so that the refusal names the block.
+SPECIAL_PURPOSE: tuple[tuple[IPNetwork, str], ...] = tuple(
+    (ipaddress.ip_network(block), name)
+    for block, name in (
+        ("0.0.0.0/8", '"this network"'),
+        ("10.0.0.0/8", "private use"),
+        ("100.64.0.0/10", "shared address space (CGNAT)"),
+        ("127.0.0.0/8", "loopback"),
+        ("169.254.0.0/16", "link local"),
+        ("172.16.0.0/12", "private use"),
+        ("192.0.0.0/24", "IETF protocol assignments"),
+        ("192.0.2.0/24", "documentation (TEST-NET-1)"),
+        ("192.31.196.0/24", "AS112-v4"),
+        ("192.52.193.0/24", "AMT"),
+        ("192.88.99.0/24", "deprecated 6to4 relay anycast"),
+        ("192.168.0.0/16", "private use"),
+        ("192.175.48.0/24", "direct delegation AS112 service"),
+        ("198.18.0.0/15", "benchmarking"),
+        ("198.51.100.0/24", "documentation (TEST-NET-2)"),
+        ("203.0.113.0/24", "documentation (TEST-NET-3)"),
+        ("224.0.0.0/4", "multicast"),
+        ("240.0.0.0/4", "reserved"),
+        ("255.255.255.255/32", "limited broadcast"),
+        ("::1/128", "loopback"),
+        ("::/128", "unspecified"),
+        ("::ffff:0:0/96", "IPv4-mapped"),
+        ("64:ff9b::/96", "IPv4-IPv6 translation"),
+        ("64:ff9b:1::/48", "IPv4-IPv6 translation (local use)"),
+        ("100::/64", "discard only"),
+        ("100:0:0:1::/64", "dummy IPv6 prefix"),
+        ("2001::/23", "IETF protocol assignments"),
+        ("2001:db8::/32", "documentation"),
+        ("2002::/16", "6to4"),
+        ("2620:4f:8000::/48", "direct delegation AS112 service"),
+        ("3fff::/20", "documentation"),
+        ("5f00::/16", "segment routing (SRv6) SIDs"),
+        ("fc00::/7", "unique local"),
+        ("fe80::/10", "link-local unicast"),
+        ("fec0::/10", "deprecated site-local"),
+        ("ff00::/8", "multicast"),
+    )
+)
 _LOCAL_SUFFIXES = (
     ".localhost", ".local", ".localdomain", ".internal", ".intranet", ".lan", ".home.arpa",
     ".corp", ".private",
@@ -95,12 +160,19 @@ def address_problem(address: IPAddress, allowed: Iterable[IPNetwork] = ()) -> st
         (address.version == 4 and address in _CGNAT, "a shared (CGNAT) address"),
         (address.is_multicast, "a multicast address"),
         (address.is_private, "a private address"),
-        (address.is_reserved, "a reserved address"),
-        (not address.is_global, "not a globally reachable address"),
     )  # fmt: skip
     for refused, why in checks:
         if refused:
             return why
+    for network, name in SPECIAL_PURPOSE:
+        if address.version == network.version and address in network:
+            return f"a special-purpose address ({name}, {network})"
+    if address.version == 6 and address not in GLOBAL_UNICAST_V6:
+        return f"outside {GLOBAL_UNICAST_V6}, the only global unicast IPv6 space"
+    if address.is_reserved:
+        return "a reserved address"
+    if not address.is_global:
+        return "not a globally reachable address"
     return None
 
 
