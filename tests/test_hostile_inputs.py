@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import program, run_cli
+from helpers import program, run_cli, run_summaries
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -177,7 +177,7 @@ def test_the_command_line_reports_a_name_that_is_not_utf8(tmp_path: Path) -> Non
         file.write(b"Badword.")
     done = run_cli("ingest", str(tmp_path / "r.db"), str(root), "--json")
     assert done.returncode == 0, done.stderr
-    summary = json.loads(done.stdout)
+    summary = run_summaries(done.stdout)[-1]
     assert summary["new"] == 1
     assert summary["skipped"][0]["path"] == "bad\\xff.txt"
 
@@ -233,7 +233,7 @@ def test_a_directory_that_cannot_be_read_is_skipped_and_its_reports_kept(tmp_pat
     db = str(tmp_path / "r.db")
     first = run_cli("ingest", db, str(root), "--name", "src", "--json")
     assert first.returncode == 0, first.stderr
-    assert json.loads(first.stdout)["new"] == 4
+    assert run_summaries(first.stdout)[-1]["new"] == 4
 
     # Now "locked" and a directory inside the report "partly" cannot be read.
     denied = [root / "locked", root / "partly" / "more"]
@@ -241,7 +241,7 @@ def test_a_directory_that_cannot_be_read_is_skipped_and_its_reports_kept(tmp_pat
         done = denied_cli(denied, *args, "--json")
         assert "Traceback" not in done.stderr
         assert done.returncode == 1, done.stderr  # the report "partly" failed
-        summary = json.loads(done.stdout)
+        summary = run_summaries(done.stdout)[-1]
         assert summary["removed"] == 0
         assert "directory cannot be read" in skipped_of(summary)["locked"]
         assert failures_of(summary) == {
@@ -256,7 +256,7 @@ def test_a_directory_that_cannot_be_read_is_skipped_and_its_reports_kept(tmp_pat
     # The source root itself: the run says so and keeps every report.
     done = denied_cli([root], "reingest", db, "--json")
     assert "Traceback" not in done.stderr and done.returncode == 0, done.stderr
-    summary = json.loads(done.stdout)
+    summary = run_summaries(done.stdout)[-1]
     assert summary["removed"] == 0 and "directory cannot be read" in skipped_of(summary)["."]
     with Store(db, progress=False) as store:
         assert found(store, "beeword") == ["open/bees"]
@@ -270,7 +270,7 @@ def test_a_named_report_that_cannot_be_reached_is_kept(tmp_path: Path) -> None:
     assert run_cli("ingest", db, str(root), "--name", "src").returncode == 0
     done = denied_cli([root / "locked"], "reingest", db, "--only", "locked/river", "--json")
     assert "Traceback" not in done.stderr and done.returncode == 0, done.stderr
-    summary = json.loads(done.stdout)
+    summary = run_summaries(done.stdout)[-1]
     assert summary["removed"] == 0
     assert "the report is kept as it was" in skipped_of(summary)["locked/river"]
     with Store(db, progress=False) as store:
@@ -372,12 +372,12 @@ def test_the_command_line_flag_is_recorded_with_the_source(
     db = str(tmp_path / "r.db")
     done = run_cli("ingest", db, str(linked_source), "--follow-external-links", "--json")
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["failed"] == 0
+    assert run_summaries(done.stdout)[-1]["failed"] == 0
     (tmp_path / "outside" / "secret.txt").write_text("Changedword from outside.")
     os.utime(tmp_path / "outside" / "secret.txt", ns=(1, 1))
     again = run_cli("reingest", db, "--json")
     assert again.returncode == 0, again.stderr
-    assert json.loads(again.stdout)["modified"] == 2
+    assert run_summaries(again.stdout)[-1]["modified"] == 2
     with Store(db, progress=False) as store:
         assert found(store, "changedword") == ["bees", "shadow"]
 
