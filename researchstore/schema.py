@@ -7,12 +7,12 @@ number of the last one applied is kept in ``meta.schema_version``.
 from __future__ import annotations
 
 import sqlite3
-import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from researchstore.db import read_meta, write_meta
 from researchstore.errors import InvalidInput
+from researchstore.ids import new_id
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -302,7 +302,7 @@ def migrate(conn: sqlite3.Connection) -> bool:
     if current == 0:
         conn.execute(
             "INSERT OR IGNORE INTO meta (key, value) VALUES ('store_uuid', ?)",
-            [str(uuid.uuid4())],
+            [new_id()],
         )
     for version in range(current, SCHEMA_VERSION):
         MIGRATIONS[version](db)

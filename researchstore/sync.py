@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -150,7 +149,7 @@ class IndexSync:
             for entry in entries:
                 found = pattern.fullmatch(entry.name)
                 if found and not _process_alive(int(found.group(1))):
-                    shutil.rmtree(entry, ignore_errors=True)
+                    _remove_tree(entry, ignore_errors=True)
 
     def problem(self, kind: type[DerivedIndex]) -> str | None:
         """Why the folder of ``kind`` cannot be used as it is, or None."""
@@ -293,7 +292,7 @@ class IndexSync:
         """
         folder = self.folder(kind)
         temporary = folder.with_name(folder.name + f".rebuild-{os.getpid()}")
-        shutil.rmtree(temporary, ignore_errors=True)
+        _remove_tree(temporary, ignore_errors=True)
         store = self._store
         try:
             with self._index_errors(folder):
@@ -323,13 +322,13 @@ class IndexSync:
                 finally:
                     index.close_writer()
         except BaseException:
-            shutil.rmtree(temporary, ignore_errors=True)
+            _remove_tree(temporary, ignore_errors=True)
             raise
         old = folder.with_name(folder.name + f".old-{os.getpid()}")
         if folder.exists():
             os.replace(folder, old)
         os.replace(temporary, folder)
-        shutil.rmtree(old, ignore_errors=True)
+        _remove_tree(old, ignore_errors=True)
         with store.transaction() as conn:
             write_meta(conn, _applied_key(kind), str(snapshot_seq))
             self._forget_applied(conn)
@@ -486,3 +485,10 @@ def _process_alive(pid: int) -> bool:
 
 def _applied_key(kind: type[DerivedIndex]) -> str:
     return f"{kind.name}_applied_seq"
+
+
+def _remove_tree(path: Path, *, ignore_errors: bool = True) -> None:
+    """Remove a folder and everything in it (shutil loads only when one is removed)."""
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=ignore_errors)
