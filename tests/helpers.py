@@ -16,6 +16,7 @@ from __future__ import annotations
 import gzip
 import ipaddress
 import json
+import os
 import re
 import ssl
 import subprocess
@@ -23,17 +24,20 @@ import sys
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema
 import trustme
 
 from researchstore.fetch import FetchPolicy, static_resolver
+
+if TYPE_CHECKING:
+    from mcp import ClientSession
 
 # -- paths ---------------------------------------------------------------------
 
@@ -447,7 +451,12 @@ MCP_ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "
 
 @contextmanager
 def mcp_http_server(
-    db: Path, log: Path, *options: str, host: str = "127.0.0.1", profile: str = "core"
+    db: Path,
+    log: Path,
+    *options: str,
+    host: str = "127.0.0.1",
+    profile: str = "core",
+    env: dict[str, str] | None = None,
 ) -> Iterator[str]:
     """``researchstore serve --transport http`` on a free port of ``host``; yields its URL.
 
@@ -457,7 +466,10 @@ def mcp_http_server(
     command = [*CLI, "serve", str(db), "--transport", "http", "--host", host, "--port", "0"]
     with open(log, "w") as errors:
         server = subprocess.Popen(
-            [*command, "--profile", profile, *options], stdout=subprocess.DEVNULL, stderr=errors
+            [*command, "--profile", profile, *options],
+            stdout=subprocess.DEVNULL,
+            stderr=errors,
+            env={**os.environ, **(env or {})},
         )
     try:
         deadline = time.monotonic() + 30
@@ -476,6 +488,24 @@ def mcp_http_server(
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait(10)
+
+
+@asynccontextmanager
+async def mcp_http_session(url: str, key: str | None) -> AsyncIterator[ClientSession]:
+    """An initialized SDK client session over streamable HTTP with ``x-api-key``."""
+    import httpx
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"x-api-key": key} if key is not None else {}
+    async with AsyncExitStack() as stack:
+        client = await stack.enter_async_context(httpx.AsyncClient(headers=headers, timeout=60))
+        read, write, _ = await stack.enter_async_context(
+            streamable_http_client(url, http_client=client)
+        )
+        session = await stack.enter_async_context(ClientSession(read, write))
+        await session.initialize()
+        yield session
 
 
 def mcp_open_session(client: Any, url: str, key: str, **headers: str) -> Any:

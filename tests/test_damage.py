@@ -20,18 +20,13 @@ import signal
 import sqlite3
 import struct
 import subprocess
-import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-from helpers import CLI, program, run_cli
+from helpers import mcp_http_server, mcp_http_session, program, run_cli
 from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 
 from researchstore import TOOLS, DiskFull, Store, StoreDamaged, call_tool
 from researchstore.auth import create_key
@@ -466,41 +461,6 @@ def test_any_panic_in_a_tool_stays_inside_its_envelope(filled_store: Store) -> N
     assert_sound(filled_store)
 
 
-@contextmanager
-def http_server(db: Path, log: Path) -> Iterator[str]:
-    """``researchstore serve --transport http`` on a free loopback port; yields its URL."""
-    with open(log, "w") as errors:
-        server = subprocess.Popen(
-            [*CLI, "serve", str(db), "--transport", "http", "--port", "0"],
-            stdout=subprocess.DEVNULL,
-            stderr=errors,
-        )
-    try:
-        deadline = time.monotonic() + 30
-        while not (found := re.search(r"at (http://127\.0\.0\.1:\d+/mcp)", log.read_text())):
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the HTTP server did not start:\n{log.read_text()}")
-            time.sleep(0.05)
-        yield found.group(1)
-    finally:
-        server.terminate()
-        server.wait(10)
-
-
-@asynccontextmanager
-async def http_session(url: str, key: str) -> AsyncIterator[ClientSession]:
-    async with AsyncExitStack() as stack:
-        client = await stack.enter_async_context(
-            httpx.AsyncClient(headers={"x-api-key": key}, timeout=60)
-        )
-        read, write, _ = await stack.enter_async_context(
-            streamable_http_client(url, http_client=client)
-        )
-        session = await stack.enter_async_context(ClientSession(read, write))
-        await session.initialize()
-        yield session
-
-
 @pytest.mark.slow
 def test_a_panic_over_http_is_one_error_and_the_server_recovers(
     tmp_path: Path, source_dir: Path
@@ -516,10 +476,10 @@ def test_a_panic_over_http_is_one_error_and_the_server_recovers(
         return bool(result.isError), result.structuredContent
 
     async def run(url: str) -> list[tuple[bool, dict[str, Any]]]:
-        async with http_session(url, key) as first, http_session(url, key) as second:
+        async with mcp_http_session(url, key) as first, mcp_http_session(url, key) as second:
             return [await search(first), await search(first), await search(second)]
 
-    with http_server(db, tmp_path / "server.log") as url:
+    with mcp_http_server(db, tmp_path / "server.log") as url:
         (failed, error), (_, again), (_, other) = asyncio.run(run(url))
     assert failed and error["error"]["code"] == "internal"
     assert f"researchstore rebuild-index {db}" in error["error"]["message"]

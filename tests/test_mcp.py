@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
-import subprocess
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,10 +23,17 @@ import httpx
 import jsonschema
 import pytest
 from click.testing import CliRunner
-from helpers import CLI, FORMATS, OTHER_WORKSPACE, WORKSPACE, load_schema
+from helpers import (
+    CLI,
+    FORMATS,
+    OTHER_WORKSPACE,
+    WORKSPACE,
+    load_schema,
+    mcp_http_server,
+    mcp_http_session,
+)
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
 
 from researchstore import NotEntitled, Store
 from researchstore.auth import authenticate, create_key, revoke_key
@@ -236,51 +240,6 @@ async def stdio_session(
         yield session
 
 
-@contextmanager
-def http_server(
-    db: Path,
-    log: Path,
-    *,
-    profile: str = "full",
-    env: dict[str, str] | None = None,
-) -> Iterator[str]:
-    """``researchstore serve --transport http`` on a free loopback port; yields its URL."""
-    with open(log, "w") as errors:
-        server = subprocess.Popen(
-            [*CLI, "serve", str(db), "--transport", "http", "--port", "0", "--profile", profile],
-            stdout=subprocess.DEVNULL,
-            stderr=errors,
-            env={**os.environ, **(env or {})},
-        )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            found = re.search(r"at (http://127\.0\.0\.1:\d+/mcp)", log.read_text())
-            if found:
-                break
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the HTTP server did not start:\n{log.read_text()}")
-            time.sleep(0.05)
-        yield found.group(1)
-    finally:
-        server.terminate()
-        server.wait(10)
-
-
-@asynccontextmanager
-async def http_session(url: str, key: str | None) -> AsyncIterator[ClientSession]:
-    """An initialized SDK client session over streamable HTTP with ``x-api-key``."""
-    headers = {"x-api-key": key} if key is not None else {}
-    async with AsyncExitStack() as stack:
-        client = await stack.enter_async_context(httpx.AsyncClient(headers=headers, timeout=30))
-        read, write, _ = await stack.enter_async_context(
-            streamable_http_client(url, http_client=client)
-        )
-        session = await stack.enter_async_context(ClientSession(read, write))
-        await session.initialize()
-        yield session
-
-
 # -- the tests -----------------------------------------------------------------
 
 SEED_GET_CHUNK = load_schema("get_chunk.output.json")
@@ -308,7 +267,7 @@ def sample(tmp_path_factory: pytest.TempPathFactory) -> Sample:
 @pytest.fixture(scope="module")
 def http_url(sample: Sample, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log = tmp_path_factory.mktemp("http") / "server.log"
-    with http_server(sample.db, log, profile="full", env=SCHEMAS_ON) as url:
+    with mcp_http_server(sample.db, log, profile="full", env=SCHEMAS_ON) as url:
         yield url
 
 
@@ -508,7 +467,7 @@ def test_stdio_ingest_file(sample: Sample, tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_http_full_profile_lists_and_calls_every_tool(sample: Sample, http_url: str) -> None:
     async def run() -> tuple[set[str], dict[str, Any], int]:
-        async with http_session(http_url, sample.keys["research"]) as session:
+        async with mcp_http_session(http_url, sample.keys["research"]) as session:
             listed = {tool.name: tool for tool in (await session.list_tools()).tools}
             for name, tool in listed.items():
                 assert tool.outputSchema == output_schema(name)
@@ -527,10 +486,10 @@ def test_http_full_profile_lists_and_calls_every_tool(sample: Sample, http_url: 
 @pytest.mark.slow
 def test_http_core_profile(sample: Sample, tmp_path: Path) -> None:
     async def listing(url: str) -> set[str]:
-        async with http_session(url, sample.keys["reader"]) as session:
+        async with mcp_http_session(url, sample.keys["reader"]) as session:
             return {tool.name for tool in (await session.list_tools()).tools}
 
-    with http_server(sample.db, tmp_path / "core.log", profile="core") as url:
+    with mcp_http_server(sample.db, tmp_path / "core.log", profile="core") as url:
         assert anyio.run(listing, url) == CORE
 
 
@@ -589,7 +548,7 @@ def test_http_refuses_missing_wrong_and_revoked_keys(sample: Sample, http_url: s
         assert foreign.status_code == 421
 
     async def sdk_without_key() -> None:
-        async with http_session(http_url, None):
+        async with mcp_http_session(http_url, None):
             pass  # pragma: no cover - never reached
 
     with pytest.raises(ExceptionGroup) as refused:
@@ -600,7 +559,7 @@ def test_http_refuses_missing_wrong_and_revoked_keys(sample: Sample, http_url: s
 @pytest.mark.slow
 def test_http_scopes_and_workspaces(sample: Sample, http_url: str) -> None:
     async def run() -> dict[str, Any]:
-        async with http_session(http_url, sample.keys["reader"]) as session:
+        async with mcp_http_session(http_url, sample.keys["reader"]) as session:
             # Read tools need no scope.
             read = await session.call_tool("research_get_chunk", {"chunk_id": sample.chunk_id})
             outcome = {"read": check_result("research_get_chunk", read)}
@@ -609,7 +568,7 @@ def test_http_scopes_and_workspaces(sample: Sample, http_url: str) -> None:
                 unscoped = await session.call_tool("research_evidence_retrieve", arguments)
                 outcome["unscoped"] = check_result("research_evidence_retrieve", unscoped)
         if "research_evidence_retrieve" in TOOLS:
-            async with http_session(http_url, sample.keys["research"]) as session:
+            async with mcp_http_session(http_url, sample.keys["research"]) as session:
                 arguments = {
                     **calls(sample)["research_evidence_retrieve"][0][0],
                     "workspace_id": OTHER_WORKSPACE,
@@ -636,7 +595,7 @@ def test_http_twenty_parallel_clients(sample: Sample, http_url: str) -> None:
 
     async def client(number: int) -> None:
         made, problems = 0, []
-        async with http_session(http_url, sample.keys["research"]) as session:
+        async with mcp_http_session(http_url, sample.keys["research"]) as session:
             while made < each:
                 name, arguments = work[(number + made) % len(work)]
                 result = await session.call_tool(name, arguments)
