@@ -16,11 +16,9 @@ from researchstore.evidence import spec as evidence_spec
 from researchstore.filters import SearchFilters
 from researchstore.forwarding import resolve_chunk
 from researchstore.ids import canonical_uuid
-from researchstore.index import SearchIndex, query_size
 from researchstore.kinds import DOCUMENT_KINDS
 from researchstore.params import MAX_SAFE_INTEGER, PROFILES, TRANSPORTS, Param, Tool
 from researchstore.principal import current_principal
-from researchstore.search import search as run_search
 
 if TYPE_CHECKING:
     from researchstore.store import Store
@@ -38,6 +36,10 @@ def _search(store: Store, args: dict[str, Any]) -> dict[str, Any]:
         kind=args["kind"],
         workspace=_search_workspace(args["workspace_id"]),
     )
+    # The word index loads with the first search: a one-shot lookup never needs it.
+    from researchstore.index import SearchIndex
+    from researchstore.search import search as run_search
+
     with store.reading():  # raises StoreClosed on a closed store
         index = store.sync.get(SearchIndex)
     hits = run_search(index, store.reading, args["query"], limit=args["limit"], filters=filters)
@@ -119,6 +121,8 @@ MAX_ID_LENGTH = 200
 
 def _query_problem(query: str) -> str | None:
     """Why a search query asks too much of the index, or None."""
+    from researchstore.index import query_size
+
     terms, phrases = query_size(query)
     if terms > MAX_QUERY_TERMS:
         return (

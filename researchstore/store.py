@@ -21,7 +21,6 @@ from researchstore.catalogue import TOOLS
 from researchstore.db import WriterLock, connect, open_error, read_meta, storage_error
 from researchstore.derived import DerivedIndex
 from researchstore.errors import InvalidInput, ResearchStoreError, StoreClosed, StoreLocked
-from researchstore.index import SearchIndex
 from researchstore.schema import migrate
 from researchstore.sync import IndexSync
 
@@ -29,8 +28,13 @@ if TYPE_CHECKING:
     from researchstore.evidence.config import RetrievalConfig
     from researchstore.ingest.summary import EventListener, IngestSummary
 
+
 #: The store's derived indexes, in the order they are opened and fed.
-DERIVED_INDEXES: tuple[type[DerivedIndex], ...] = (SearchIndex,)
+def derived_indexes() -> tuple[type[DerivedIndex], ...]:
+    """The store's derived indexes, in the order they are opened and fed."""
+    from researchstore.index import SearchIndex
+
+    return (SearchIndex,)
 
 
 class Store:
@@ -39,6 +43,10 @@ class Store:
     >>> with Store("research.db") as store:
     ...     store.ingest("fixtures/source", name="fixtures")
     ...     hits = store.search("varroa mites", limit=5)
+
+    With ``open_indexes=False`` the derived indexes are opened (checked,
+    caught up, repaired) when a call first needs one, not when the store
+    opens: a one-shot lookup that reads SQLite alone never loads them.
     """
 
     def __init__(
@@ -48,6 +56,7 @@ class Store:
         chunk_tokens: int = 256,
         progress: bool | None = None,
         retrieval: RetrievalConfig | None = None,
+        open_indexes: bool = True,
     ) -> None:
         self.path = Path(path)
         self.chunk_tokens = chunk_tokens
@@ -59,7 +68,7 @@ class Store:
         self._writer_lock = WriterLock(self.path.with_name(self.path.name + ".lock"))
         self._writer_depth = 0
         self._conn: sqlite3.Connection | None = None
-        self.sync = IndexSync(self, DERIVED_INDEXES)
+        self.sync = IndexSync(self, derived_indexes)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.path.is_dir():
             raise InvalidInput(f"{self.path} is a directory, not a store file", field="store")
@@ -82,8 +91,9 @@ class Store:
             raise open_error(self.path, error, known_store=self._known_store) from None
         self._known_store = True
         try:
-            self.sync.open()
-            self.sync.settle()
+            if open_indexes:
+                self.sync.open()
+                self.sync.settle()
         except BaseException:
             self.close()
             raise
@@ -103,6 +113,8 @@ class Store:
     @property
     def index_path(self) -> Path:
         """The word index's folder, ``STORE.db.index``."""
+        from researchstore.index import SearchIndex
+
         return self.sync.folder(SearchIndex)
 
     def close(self) -> None:
@@ -392,4 +404,4 @@ def _looks_new(path: Path) -> bool:
     return not wal.exists() or wal.stat().st_size == 0
 
 
-__all__ = ["DERIVED_INDEXES", "Store"]
+__all__ = ["Store", "derived_indexes"]

@@ -23,10 +23,11 @@ that file was: it is left alone and the store refuses to open.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
@@ -73,10 +74,13 @@ def write_sidecar(folder: Path, *, store_uuid: str, schema_version: int, applied
 class IndexSync:
     """The derived indexes of one store, and the one way they follow SQLite."""
 
-    def __init__(self, store: Store, kinds: Sequence[type[DerivedIndex]]) -> None:
+    def __init__(self, store: Store, kinds: Callable[[], Sequence[type[DerivedIndex]]]) -> None:
         self._store = store
-        self._kinds = tuple(kinds)
+        self._load_kinds = kinds
+        self._loaded_kinds: tuple[type[DerivedIndex], ...] | None = None
         self._open: dict[str, DerivedIndex] = {}
+        #: Whether ``open`` ran: until then every index is opened on first need.
+        self.opened = False
         #: What opening found and repaired (or could not), for ``check`` to tell.
         self.repairs: list[str] = []
 
@@ -86,12 +90,26 @@ class IndexSync:
         path = self._store.path
         return path.with_name(path.name + kind.suffix)
 
+    @property
+    def _kinds(self) -> tuple[type[DerivedIndex], ...]:
+        if self._loaded_kinds is None:
+            self._loaded_kinds = tuple(self._load_kinds())
+        return self._loaded_kinds
+
     def get(self, kind: type[IndexT]) -> IndexT:
-        """The open index of ``kind``."""
+        """The open index of ``kind`` (opening the indexes first if need be)."""
+        self.ensure_open()
         return cast(IndexT, self._open[kind.name])
+
+    def ensure_open(self) -> None:
+        """Open and settle the indexes if the store was opened without them."""
+        if not self.opened:
+            self.open()
+            self.settle()
 
     def open(self) -> None:
         """Open every index, rebuilding those that cannot be used as they are."""
+        self.opened = True
         self.remove_stale_folders()
         for kind in self._kinds:
             self._open[kind.name] = self._open_one(kind)
@@ -114,8 +132,16 @@ class IndexSync:
             self.repairs.append(f"not compared: {error.message}")
 
     def any_index_beside(self) -> bool:
-        """Whether an index of a store lies beside the store file (its sidecar is there)."""
-        return any((self.folder(kind) / SIDECAR).exists() for kind in self._kinds)
+        """Whether an index of a store lies beside the store file (its sidecar is there).
+
+        Every derived index lives in ``STORE.db.<suffix>`` with a sidecar, so
+        this needs no index module loaded (a one-shot lookup loads none).
+        """
+        path = self._store.path
+        return any(
+            (folder / SIDECAR).exists()
+            for folder in path.parent.glob(f"{glob.escape(path.name)}.*")
+        )
 
     def refuse_orphaned_indexes(self) -> None:
         """Refuse a new (missing or empty) store file that has an index with documents beside it.
@@ -281,6 +307,7 @@ class IndexSync:
                 if current is not None:
                     current.close_writer()
                 self._open[kind.name] = self._rebuild(kind, why)
+            self.opened = True
             with self._store.reading() as conn:
                 return count_ok_chunks(conn)
 
@@ -342,6 +369,7 @@ class IndexSync:
         With ``wait=False`` and another writer at work, do nothing: that
         writer applies the record itself.
         """
+        self.ensure_open()
         with self._store.reading() as conn:
             if conn.execute("SELECT 1 FROM index_pending LIMIT 1").fetchone() is None:
                 return 0
@@ -377,6 +405,7 @@ class IndexSync:
 
     def feed(self, report_id: int, chunks: list[IndexedChunk], *, replaced: bool) -> None:
         """Give every index a report just written (uncommitted until ``commit``)."""
+        self.ensure_open()
         with self._index_errors():
             for index in self._open.values():
                 if replaced:
@@ -385,6 +414,7 @@ class IndexSync:
 
     def remove(self, report_ids: Sequence[int]) -> None:
         """Take removed reports out of every index (uncommitted until ``commit``)."""
+        self.ensure_open()
         with self._index_errors():
             for index in self._open.values():
                 for report_id in report_ids:
@@ -419,6 +449,7 @@ class IndexSync:
 
     def commit(self, applied_seq: int) -> None:
         """Commit every index, then forget the pending rows they all reflect."""
+        self.ensure_open()
         store = self._store
         with self._index_errors():
             for kind in self._kinds:
@@ -442,6 +473,7 @@ class IndexSync:
     # -- lifetime ----------------------------------------------------------
 
     def refresh(self) -> None:
+        self.ensure_open()
         for index in self._open.values():
             index.refresh()
 

@@ -539,6 +539,7 @@ def startup_imports(ingested: Ingested, command: str, *, package_init: bool) -> 
             "research_get_chunk",
             json.dumps({"chunk_id": ingested.chunk_id}),
         ],
+        "search": ["call", ingested.db, "research_chunk_search", json.dumps({"query": "varroa"})],
     }[command]
     package = str(Path(researchstore.cli.__file__).parent.parent)
     mode = "with-package-init" if package_init else "without-package-init"
@@ -640,3 +641,22 @@ def test_call_reads_arguments_from_standard_input(ingested: Ingested) -> None:
     )
     assert result.exit_code == 0, result.output
     assert envelope_of(result)["result"]["chunk"]["chunk_id"] == ingested.chunk_id
+
+
+def test_a_one_shot_lookup_leaves_the_word_index_unloaded_and_a_search_loads_it(
+    ingested: Ingested,
+) -> None:
+    assert "tantivy" not in startup_imports(ingested, "call", package_init=True)
+    assert "tantivy" in startup_imports(ingested, "search", package_init=True)
+
+
+def test_a_store_opened_without_its_indexes_opens_them_for_a_search(ingested: Ingested) -> None:
+    from researchstore.store import Store
+
+    with Store(ingested.db, progress=False, open_indexes=False) as store:
+        assert not store.sync.opened
+        assert store.get_chunk(ingested.chunk_id) is not None
+        assert not store.sync.opened
+        assert store.search("varroa")
+        assert store.sync.opened
+        assert store.check()["consistent"]

@@ -40,7 +40,7 @@ def call(store_path: str, tool_name: str, arguments: str) -> None:
             }
         )
         return
-    with open_store(store_path) as store:
+    with open_store(store_path, open_indexes=False) as store:
         echo_envelope(store.call(tool_name, parsed))
 
 
@@ -154,7 +154,7 @@ def chunk(
     store_path: str, chunk_id: str, next_count: int | None, prev_count: int | None, parents: bool
 ) -> None:
     """Show one chunk, its parents, or a walk from it (as JSON envelopes)."""
-    with open_store(store_path) as store:
+    with open_store(store_path, open_indexes=False) as store:
         if parents:
             echo_envelope(store.call("get_chunk_parents", {"id": chunk_id}))
         elif next_count is not None:
@@ -174,7 +174,7 @@ def chunk(
 )
 def doc(store_path: str, document_id: str, start: int | None, limit: int) -> None:
     """Show a document's skeleton, or a window of its chunk bodies with --from."""
-    with open_store(store_path) as store:
+    with open_store(store_path, open_indexes=False) as store:
         if start is None:
             echo_envelope(store.call("get_document", {"id": document_id}))
         else:
