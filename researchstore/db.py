@@ -32,7 +32,7 @@ from researchstore.errors import (
 BUSY_TIMEOUT_MS = 10_000
 
 
-def connect(path: Path) -> sqlite3.Connection:
+def connect(path: Path, *, cache_kib: int = 65_536) -> sqlite3.Connection:
     """A connection in autocommit mode whose rows read by column name."""
     conn = sqlite3.connect(
         path,
@@ -49,7 +49,7 @@ def connect(path: Path) -> sqlite3.Connection:
     # loss can drop the last commits, and the index checks catch that.
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA mmap_size = 2147418112")  # SQLite's default ceiling; address space only
-    conn.execute("PRAGMA cache_size = -65536")
+    conn.execute(f"PRAGMA cache_size = -{int(cache_kib)}")
     return conn
 
 

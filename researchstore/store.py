@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 
 
 #: The store's derived indexes, in the order they are opened and fed.
+#: SQLite page cache of each thread's read connection (the writer keeps 64 MiB).
+READER_CACHE_KIB = 16_384
+
+
 def derived_indexes() -> tuple[type[DerivedIndex], ...]:
     """The store's derived indexes, in the order they are opened and fed."""
     from researchstore.index import SearchIndex
@@ -65,10 +69,15 @@ class Store:
         #: from the environment, read at each call).
         self.retrieval = retrieval
         self._lock = threading.RLock()
+        #: Each thread reads through a connection of its own, so that a long
+        #: read (a search) never holds another thread's lookup; writes go
+        #: through ``_conn`` under ``_lock``.
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
         self._writer_lock = WriterLock(self.path.with_name(self.path.name + ".lock"))
         self._writer_depth = 0
         self._conn: sqlite3.Connection | None = None
-        self.sync = IndexSync(self, derived_indexes)
+        self.sync = IndexSync(self, derived_indexes, lock=self._lock)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.path.is_dir():
             raise InvalidInput(f"{self.path} is a directory, not a store file", field="store")
@@ -128,6 +137,9 @@ class Store:
             if conn is None:
                 return
             self.sync.close()
+            for reader in self._readers:
+                reader.close()
+            self._readers.clear()
             try:
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except sqlite3.DatabaseError:
@@ -150,7 +162,7 @@ class Store:
         A full disk, a busy file or a damaged one leaves as the error that
         says so (``db.storage_error``), raised in the body or at the commit.
         """
-        with self._lock:
+        with self._lock, self._on_main_connection():
             conn = self._connection()
             nested = conn.in_transaction
             if nested:
@@ -170,21 +182,54 @@ class Store:
 
     @contextmanager
     def reading(self) -> Iterator[sqlite3.Connection]:
-        """One read transaction: every query inside sees the same snapshot."""
-        with self._lock:
-            conn = self._connection()
-            nested = conn.in_transaction
-            if nested:
-                yield conn
-                return
+        """One read transaction: every query inside sees the same snapshot.
+
+        Inside this thread's write transaction it reads there (and sees the
+        writes); otherwise through this thread's own connection, so readers
+        in other threads never wait for it, nor it for them.
+        """
+        if getattr(self._local, "main_depth", 0):
+            with self._lock:
+                yield self._connection()
+            return
+        conn = self._reader()
+        if conn.in_transaction:
+            yield conn
+            return
+        try:
+            conn.execute("BEGIN")
             try:
-                conn.execute("BEGIN")
-                try:
-                    yield conn
-                finally:
-                    _end_reading(conn)
+                yield conn
+            finally:
+                _end_reading(conn)
+        except sqlite3.DatabaseError as error:
+            self._raise_storage_error(error)
+
+    def _reader(self) -> sqlite3.Connection:
+        """This thread's read connection (opened on its first read)."""
+        self._connection()  # a closed store says so
+        reader: sqlite3.Connection | None = getattr(self._local, "reader", None)
+        if reader is None:
+            try:
+                reader = connect(self.path, cache_kib=READER_CACHE_KIB)
             except sqlite3.DatabaseError as error:
                 self._raise_storage_error(error)
+            with self._lock:
+                if self._conn is None:
+                    reader.close()
+                    raise StoreClosed(f"the store {self.path} is closed")
+                self._readers.append(reader)
+            self._local.reader = reader
+        return reader
+
+    @contextmanager
+    def _on_main_connection(self) -> Iterator[None]:
+        """Mark this thread as working on ``_conn`` (its reads then nest there)."""
+        self._local.main_depth = getattr(self._local, "main_depth", 0) + 1
+        try:
+            yield
+        finally:
+            self._local.main_depth -= 1
 
     def _raise_storage_error(self, error: sqlite3.DatabaseError) -> NoReturn:
         translated = storage_error(self.path, error, known_store=self._known_store)

@@ -27,6 +27,7 @@ import glob
 import json
 import os
 import re
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -74,8 +75,16 @@ def write_sidecar(folder: Path, *, store_uuid: str, schema_version: int, applied
 class IndexSync:
     """The derived indexes of one store, and the one way they follow SQLite."""
 
-    def __init__(self, store: Store, kinds: Callable[[], Sequence[type[DerivedIndex]]]) -> None:
+    def __init__(
+        self,
+        store: Store,
+        kinds: Callable[[], Sequence[type[DerivedIndex]]],
+        *,
+        lock: threading.RLock,
+    ) -> None:
         self._store = store
+        #: The store's own lock: opening the indexes on first need happens once.
+        self._lock = lock
         self._load_kinds = kinds
         self._loaded_kinds: tuple[type[DerivedIndex], ...] | None = None
         self._open: dict[str, DerivedIndex] = {}
@@ -103,9 +112,12 @@ class IndexSync:
 
     def ensure_open(self) -> None:
         """Open and settle the indexes if the store was opened without them."""
-        if not self.opened:
-            self.open()
-            self.settle()
+        if self.opened:
+            return
+        with self._lock:
+            if not self.opened:
+                self.open()
+                self.settle()
 
     def open(self) -> None:
         """Open every index, rebuilding those that cannot be used as they are."""
