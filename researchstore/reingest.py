@@ -126,8 +126,8 @@ def check_only(store: Store, rows: Sequence[Any], only: Sequence[str]) -> None:
     with store.reading() as conn:
         for row in rows:
             named.update(
-                found["key"]
-                for found in conn.execute(
+                stored["key"]
+                for stored in conn.execute(
                     "SELECT r.key FROM reports r JOIN sources s ON s.id = r.source_id "
                     f"WHERE s.name = ? AND r.key IN ({marks})",
                     (row["name"], *keys),

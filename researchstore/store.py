@@ -73,7 +73,8 @@ class Store:
         #: read (a search) never holds another thread's lookup; writes go
         #: through ``_conn`` under ``_lock``.
         self._local = threading.local()
-        self._readers: list[sqlite3.Connection] = []
+        #: Every thread's read connection, with its thread (closed once it has ended).
+        self._readers: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._writer_lock = WriterLock(self.path.with_name(self.path.name + ".lock"))
         self._writer_depth = 0
         self._conn: sqlite3.Connection | None = None
@@ -137,7 +138,7 @@ class Store:
             if conn is None:
                 return
             self.sync.close()
-            for reader in self._readers:
+            for _, reader in self._readers:
                 reader.close()
             self._readers.clear()
             try:
@@ -218,7 +219,13 @@ class Store:
                 if self._conn is None:
                     reader.close()
                     raise StoreClosed(f"the store {self.path} is closed")
-                self._readers.append(reader)
+                # A server's worker threads come and go: drop the readers of
+                # those that have ended, so connections never pile up.
+                ended = [pair for pair in self._readers if not pair[0].is_alive()]
+                for _, stale in ended:
+                    stale.close()
+                self._readers = [pair for pair in self._readers if pair[0].is_alive()]
+                self._readers.append((threading.current_thread(), reader))
             self._local.reader = reader
         return reader
 
@@ -365,9 +372,9 @@ class Store:
 
         (The ``research_get_chunk`` tool answers in seed 000's smaller wire shape.)
         """
-        TOOLS["research_get_chunk"].bind({"chunk_id": chunk_id})
+        args = TOOLS["research_get_chunk"].bind({"chunk_id": chunk_id})
         with self.reading() as conn:
-            found = queries.chunk_rows(conn, "c.chunk_id = ?", (chunk_id,))
+            found = queries.chunk_rows(conn, "c.chunk_id = ?", (args["chunk_id"],))
         return found[0] if found else None
 
     def get_chunks(self, ids: list[str]) -> dict[str, Any]:

@@ -246,3 +246,16 @@ def test_long_text_is_chunked_and_searchable(store: Store, tmp_path: Path) -> No
     summary = store.ingest(root)
     assert summary.chunks > 20
     _agree(store)
+
+
+def test_read_connections_of_ended_threads_are_closed(filled_store: Store) -> None:
+    import threading
+
+    chunk_id = filled_store.search("varroa")[0]["chunk_id"]
+    for _ in range(5):
+        reader = threading.Thread(target=filled_store.get_chunk, args=(chunk_id,))
+        reader.start()
+        reader.join()
+    filled_store.get_chunk(chunk_id)
+    # One connection for this thread, and at most one for the last thread that ended.
+    assert len(filled_store._readers) <= 2
