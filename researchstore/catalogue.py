@@ -36,14 +36,28 @@ def _search(store: Store, args: dict[str, Any]) -> dict[str, Any]:
         kind=args["kind"],
         workspace=_search_workspace(args["workspace_id"]),
     )
-    # The word index loads with the first search: a one-shot lookup never needs it.
+    # The indexes load with the first search: a one-shot lookup never needs them.
     from researchstore.index import SearchIndex
-    from researchstore.search import search as run_search
+    from researchstore.semantic import run_search
 
     with store.reading():  # raises StoreClosed on a closed store
         index = store.sync.get(SearchIndex)
-    hits = run_search(index, store.reading, args["query"], limit=args["limit"], filters=filters)
-    return {"hits": hits}
+    mode = args["mode"] or store.default_search_mode()
+    vectors = embedder = None
+    if mode != "keyword":
+        embedder = store.query_embedder()
+        vectors = store.vector_index()
+    hits = run_search(
+        mode=mode,
+        query=args["query"],
+        limit=args["limit"],
+        filters=filters,
+        reading=store.reading,
+        words=index,
+        vectors=vectors,
+        embedder=embedder,
+    )
+    return {"hits": hits, "mode": mode}
 
 
 def _search_workspace(workspace_id: str | None) -> str | None:
@@ -176,7 +190,8 @@ TOOLS: dict[str, Tool] = {
         Tool(
             "research_chunk_search",
             "Search chunks",
-            "Full-text search over every chunk; best first, with highlighted snippets.\n\n"
+            "Search every chunk by words, by meaning or both (mode); best first, with "
+            "highlighted snippets.\n\n"
             "Returns hits with chunk_id, report_id, document_id, title, date, score, text, "
             "snippet (matches in <b>), tags, position and caption times. Any text is a valid "
             "query; put words in double quotes to ask for a phrase.",
@@ -243,6 +258,15 @@ TOOLS: dict[str, Tool] = {
                     "Search only the evidence retrieved into this workspace "
                     "(research_evidence_retrieve); without it, no evidence is searched.",
                     format="uuid",
+                ),
+                Param(
+                    "mode",
+                    "string",
+                    "keyword: by words (score: BM25). semantic: by meaning (score: cosine "
+                    "similarity, -1 to 1). hybrid: both, fused (score: 0 to 1, half words, "
+                    "half meaning, each scaled by its best and worst candidates). Default: "
+                    "hybrid when the store has vectors for its model, else keyword.",
+                    enum=("keyword", "semantic", "hybrid"),
                 ),
             ),
             _search,

@@ -469,7 +469,14 @@ RESOLUTION: Schema = _object(
 # -- one schema per tool ---------------------------------------------------------
 
 _SCHEMAS: dict[str, Schema] = {
-    "research_chunk_search": envelope(_object({"hits": _array(SEARCH_HIT, maxItems=50)})),
+    "research_chunk_search": envelope(
+        _object(
+            {
+                "hits": _array(SEARCH_HIT, maxItems=50),
+                "mode": {"type": "string", "enum": ["keyword", "semantic", "hybrid"]},
+            }
+        )
+    ),
     "research_get_chunk": GET_CHUNK_OUTPUT,
     "research_get_report": envelope(_object({"report": _nullable(REPORT)})),
     "get_chunks": envelope(

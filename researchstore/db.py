@@ -164,9 +164,15 @@ def last_pending_seq(conn: sqlite3.Connection) -> int:
     return 0 if row is None else int(row["seq"])
 
 
-def queue_pending(conn: sqlite3.Connection, report_id: int, now: str) -> None:
-    """Record that the derived indexes must follow a change to ``report_id``."""
-    conn.execute("INSERT INTO index_pending (report_id, queued_at) VALUES (?, ?)", (report_id, now))
+def queue_pending(
+    conn: sqlite3.Connection, report_id: int, now: str, *, target: str | None = None
+) -> None:
+    """Record that the derived indexes (or the one named ``target``) must follow
+    a change to ``report_id``."""
+    conn.execute(
+        "INSERT INTO index_pending (report_id, queued_at, target) VALUES (?, ?, ?)",
+        (report_id, now, target),
+    )
 
 
 class WriterLock:

@@ -1,10 +1,11 @@
 """What a derived index is: the protocol every index beside the store follows.
 
-A derived index (the Tantivy word index today, a vector index next) holds
-nothing SQLite does not. It is fed ``IndexedChunk``s, read here from SQLite
-in one place, and kept up to date by ``sync.IndexSync``. Adding one is a new
-module with a class that meets ``DerivedIndex``, plus its name in the
-store's list of indexes.
+A derived index (the Tantivy word index, the vector index) holds nothing
+SQLite does not. Each reads what it is fed from SQLite itself (``read``:
+the word index takes ``IndexedChunk``s, read here in one place; the vector
+index takes vectors) and is kept up to date by ``sync.IndexSync``. Adding
+one is a new module with a class that meets ``DerivedIndex``, plus its name
+in the store's list of indexes.
 """
 
 from __future__ import annotations
@@ -62,6 +63,21 @@ class DerivedIndex(Protocol):
     suffix: ClassVar[str]
     #: Bump when what the index stores changes: older folders are rebuilt.
     schema_version: ClassVar[int]
+    #: Whether the chunks of a report just written are fed to it (the word
+    #: index); an index fed later (vectors, after embedding) only forgets a
+    #: replaced report's rows on write, and follows ``index_pending`` rows
+    #: queued for it by name.
+    fed_on_write: ClassVar[bool]
+
+    @classmethod
+    def read(cls, conn: sqlite3.Connection, report_id: int | None = None) -> Iterator[Any]:
+        """What the index holds of one report (or of the store), read from SQLite."""
+        ...
+
+    @classmethod
+    def expected_count(cls, conn: sqlite3.Connection) -> int:
+        """How many entries the index must hold, by SQLite (cheap: compared on every open)."""
+        ...
 
     @classmethod
     def open(cls, path: Path) -> Self:
@@ -78,8 +94,8 @@ class DerivedIndex(Protocol):
         """Whether the folder at ``path`` holds documents (or what may be them)."""
         ...
 
-    def add(self, chunks: Sequence[IndexedChunk]) -> None:
-        """Add chunks (uncommitted); raise if one of them is refused."""
+    def add(self, rows: Sequence[Any]) -> None:
+        """Add what ``read`` gave (uncommitted); raise if one of them is refused."""
         ...
 
     def delete_report(self, report_id: int) -> None: ...
@@ -116,14 +132,26 @@ def index_title(report_title: str, document_title: str | None) -> str:
     return report_title
 
 
-def count_ok_chunks(conn: sqlite3.Connection) -> int:
-    """How many chunks every derived index must hold: the ``ok`` ones.
+#: The chunks search finds by words: ``ok`` ones, and those whose embedding
+#: failed (seed 001: navigation skips them; search still finds them by words).
+#: A chunk the word index itself refused is ``embed_failed`` with no
+#: ``embed_failures`` row: it is in no index.
+SEARCHABLE = (
+    "(c.status = 'ok' OR EXISTS (SELECT 1 FROM embed_failures f WHERE f.chunk_rowid = c.id))"
+)
+
+
+def count_searchable_chunks(conn: sqlite3.Connection) -> int:
+    """How many chunks the word index must hold (``SEARCHABLE``).
 
     Counted as all chunks less the few that are not ``ok`` (a partial index
-    holds those), so it costs a walk of the smallest index, never of the table.
+    holds those) plus those of them whose embedding failed, so it costs a
+    walk of the smallest indexes, never of the table.
     """
     row = conn.execute(
         "SELECT (SELECT count(*) FROM chunks) - (SELECT count(*) FROM chunks WHERE status != 'ok')"
+        " + (SELECT count(*) FROM chunks c JOIN embed_failures f ON f.chunk_rowid = c.id"
+        " WHERE c.status != 'ok')"
     ).fetchone()
     return int(row[0])
 
@@ -131,8 +159,8 @@ def count_ok_chunks(conn: sqlite3.Connection) -> int:
 def indexed_chunks(
     conn: sqlite3.Connection, report_id: int | None = None
 ) -> Iterator[IndexedChunk]:
-    """Every ``ok`` chunk (of one report, or of the store) as the indexes take it."""
-    where = "WHERE c.status = 'ok'" + (" AND c.report_id = ?" if report_id is not None else "")
+    """Every searchable chunk (of one report, or of the store) as the word index takes it."""
+    where = f"WHERE {SEARCHABLE}" + (" AND c.report_id = ?" if report_id is not None else "")
     cursor = conn.execute(
         "SELECT c.chunk_id, c.report_id, d.document_id, r.title AS report_title, "
         "d.title AS document_title, c.text, r.tags, r.date, s.name AS source, d.kind, "

@@ -23,16 +23,23 @@ import errno
 import json
 import os
 import re
+import sqlite3
 import struct
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, NoReturn
 
 import tantivy
 
 from researchstore.db import no_space_left
-from researchstore.derived import IndexDamaged, IndexedChunk, is_panic
+from researchstore.derived import (
+    IndexDamaged,
+    IndexedChunk,
+    count_searchable_chunks,
+    indexed_chunks,
+    is_panic,
+)
 from researchstore.filters import SearchFilters, tag_terms
 
 #: Bump when the fields or the analyzer change: older indexes are rebuilt.
@@ -273,6 +280,15 @@ class SearchIndex:
     name: ClassVar[str] = "index"
     suffix: ClassVar[str] = ".index"
     schema_version: ClassVar[int] = INDEX_SCHEMA_VERSION
+    fed_on_write: ClassVar[bool] = True
+
+    @classmethod
+    def read(cls, conn: sqlite3.Connection, report_id: int | None = None) -> Iterator[IndexedChunk]:
+        return indexed_chunks(conn, report_id)
+
+    @classmethod
+    def expected_count(cls, conn: sqlite3.Connection) -> int:
+        return count_searchable_chunks(conn)
 
     # -- opening ---------------------------------------------------------
 

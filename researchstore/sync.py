@@ -34,13 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 from researchstore.db import last_pending_seq, read_meta, storage_error, write_meta
-from researchstore.derived import (
-    DerivedIndex,
-    IndexDamaged,
-    IndexedChunk,
-    count_ok_chunks,
-    indexed_chunks,
-)
+from researchstore.derived import DerivedIndex, IndexDamaged
 from researchstore.errors import DiskFull, ResearchStoreError, StoreDamaged, StoreLocked
 from researchstore.progress import progress_bar
 
@@ -109,6 +103,29 @@ class IndexSync:
         """The open index of ``kind`` (opening the indexes first if need be)."""
         self.ensure_open()
         return cast(IndexT, self._open[kind.name])
+
+    def has(self, name: str) -> bool:
+        """Whether the store keeps an index of this name (without opening any)."""
+        return any(kind.name == name for kind in self._kinds)
+
+    def remove_folder(self, kind: type[DerivedIndex]) -> None:
+        """Remove the folder of an index the store no longer keeps."""
+        _remove_tree(self.folder(kind))
+
+    def reload_kinds(self) -> None:
+        """Ask the store again which indexes it keeps (a first vector was written),
+        opening any new one now if the others are open."""
+        with self._lock:
+            self._loaded_kinds = None
+            if not self.opened and not self._open:
+                return  # asked again when first needed
+            names = {kind.name for kind in self._kinds}
+            for name in [name for name in self._open if name not in names]:
+                self._open.pop(name).close_writer()
+            if self.opened:
+                for kind in self._kinds:
+                    if kind.name not in self._open:
+                        self._open[kind.name] = self._open_one(kind)
 
     def ensure_open(self) -> None:
         """Open and settle the indexes if the store was opened without them."""
@@ -253,9 +270,10 @@ class IndexSync:
         with self._store.reading() as conn:
             if conn.execute("SELECT 1 FROM index_pending LIMIT 1").fetchone() is not None:
                 return []
-            expected = count_ok_chunks(conn)
+            expecting = {kind.name: kind.expected_count(conn) for kind in self._kinds}
         mismatches = []
         for kind in self._kinds:
+            expected = expecting[kind.name]
             index = self._open[kind.name]
             try:
                 if refresh:
@@ -321,7 +339,7 @@ class IndexSync:
                 self._open[kind.name] = self._rebuild(kind, why)
             self.opened = True
             with self._store.reading() as conn:
-                return count_ok_chunks(conn)
+                return self._kinds[0].expected_count(conn)
 
     def _rebuild(self, kind: type[DerivedIndex], why: str) -> DerivedIndex:
         """Build ``kind`` from SQLite in a folder of its own, then swap it in.
@@ -338,12 +356,12 @@ class IndexSync:
                 index = kind.create(temporary)
                 try:
                     with store.reading() as conn:
-                        total = count_ok_chunks(conn)
+                        total = kind.expected_count(conn)
                         snapshot_seq = last_pending_seq(conn)
                         description = f"Rebuilding {kind.name} ({why})"
                         with progress_bar(description, total=total, enabled=store.progress) as bar:
-                            batch: list[IndexedChunk] = []
-                            for chunk in indexed_chunks(conn):
+                            batch: list[Any] = []
+                            for chunk in kind.read(conn):
                                 batch.append(chunk)
                                 if len(batch) >= REBUILD_BATCH:
                                     index.add(batch)
@@ -400,29 +418,36 @@ class IndexSync:
             for kind in self._kinds:
                 applied = int(read_meta(conn, _applied_key(kind)) or 0)
                 rows = conn.execute(
-                    "SELECT seq, report_id FROM index_pending WHERE seq > ? ORDER BY seq",
+                    "SELECT seq, report_id, target FROM index_pending WHERE seq > ? ORDER BY seq",
                     (applied,),
                 ).fetchall()
                 if not rows:
                     continue
                 index = self._open[kind.name]
-                for report_id in dict.fromkeys(row["report_id"] for row in rows):
+                # Rows queued for another index are passed over (and count as applied).
+                mine = (row["report_id"] for row in rows if row["target"] in (None, kind.name))
+                for report_id in dict.fromkeys(mine):
                     index.delete_report(report_id)
-                    self._add(index, list(indexed_chunks(conn, report_id)))
+                    self._add(index, list(kind.read(conn, report_id)))
                     applied_reports.add(report_id)
                 last_seq = max(last_seq, rows[-1]["seq"])
         if last_seq:
             self.commit(last_seq)
         return len(applied_reports)
 
-    def feed(self, report_id: int, chunks: list[IndexedChunk], *, replaced: bool) -> None:
-        """Give every index a report just written (uncommitted until ``commit``)."""
+    def feed(self, report_id: int, chunks: list[Any], *, replaced: bool) -> None:
+        """Give every index a report just written (uncommitted until ``commit``).
+
+        An index fed later (``fed_on_write`` false) only forgets what it held
+        of a replaced report.
+        """
         self.ensure_open()
         with self._index_errors():
             for index in self._open.values():
                 if replaced:
                     index.delete_report(report_id)
-                self._add(index, chunks)
+                if index.fed_on_write:
+                    self._add(index, chunks)
 
     def remove(self, report_ids: Sequence[int]) -> None:
         """Take removed reports out of every index (uncommitted until ``commit``)."""
@@ -432,7 +457,7 @@ class IndexSync:
                 for report_id in report_ids:
                     index.delete_report(report_id)
 
-    def _add(self, index: DerivedIndex, chunks: list[IndexedChunk]) -> None:
+    def _add(self, index: DerivedIndex, chunks: list[Any]) -> None:
         """Add chunks to an index; a chunk it refuses is marked and left out.
 
         A full disk or a damaged index is no chunk's fault: it leaves as it is.
@@ -479,7 +504,19 @@ class IndexSync:
             self._forget_applied(conn)
 
     def _forget_applied(self, conn: Any) -> None:
-        applied = [int(read_meta(conn, _applied_key(kind)) or 0) for kind in self._kinds]
+        """Forget the pending rows every index of the store reflects.
+
+        Every index the store has ever kept counts (its ``<name>_applied_seq``
+        is in ``meta``), opened here or not: a process that cannot open the
+        vector index (no ``semantic`` extra) leaves the rows that index still
+        has to apply.
+        """
+        applied = [
+            int(value)
+            for (value,) in conn.execute(
+                "SELECT value FROM meta WHERE key LIKE '%\\_applied\\_seq' ESCAPE '\\'"
+            )
+        ]
         conn.execute("DELETE FROM index_pending WHERE seq <= ?", (min(applied, default=0),))
 
     # -- lifetime ----------------------------------------------------------

@@ -5,6 +5,7 @@ The helpers these fixtures are built from live in ``helpers.py``.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,11 @@ import pytest
 from helpers import FIXTURE_SOURCE, Site, long_text, serve_site, write_report
 
 from researchstore import Store
+
+# Ingest and re-ingest embed in the same run when the semantic extra is
+# installed: the suite's runs (child processes included) embed only where a
+# test asks for it, so that no test waits for a model it does not need.
+os.environ["RESEARCHSTORE_EMBED"] = "off"
 
 
 @pytest.fixture

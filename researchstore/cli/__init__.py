@@ -2,6 +2,7 @@
 
     common.py   opening a store, printing JSON, leaving with an error's exit code
     ingest.py   ingest, reingest, parse, rebuild-index, check
+    embed.py    embed (vectors for search by meaning)
     read.py     call, search, chunk, doc, tools, retrieve
     serve.py    serve, keys (the only commands that load the MCP SDK, when run)
 
@@ -26,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "parse": ("ingest", "parse"),
     "rebuild-index": ("ingest", "rebuild_index"),
     "check": ("ingest", "check"),
+    "embed": ("embed", "embed"),
     "call": ("read", "call"),
     "search": ("read", "search"),
     "chunk": ("read", "chunk"),

@@ -21,6 +21,7 @@ import click
 from researchstore.errors import EXIT_CODES, Interrupted, InvalidInput, ResearchStoreError
 
 if TYPE_CHECKING:
+    from researchstore.embed import EmbedSummary
     from researchstore.store import Store
 
 
@@ -73,3 +74,17 @@ def echo_envelope(envelope: dict[str, Any]) -> None:
     echo_json(envelope)
     if "error" in envelope:
         fail_with_envelope(envelope)
+
+
+def print_embed_summary(summary: EmbedSummary, *, as_json: bool) -> None:
+    """An embedding run's summary: one line (or JSON), then the first failures."""
+    if as_json:
+        click.echo(json.dumps({"embed": summary.to_dict()}, ensure_ascii=False))
+        return
+    click.echo(
+        f"embedded {summary.embedded} chunks with {summary.model} in {summary.seconds:.1f}s "
+        f"({summary.chunks_per_second:.1f} chunks/s); {summary.failed} failed, "
+        f"{summary.passed_over} replaced meanwhile"
+    )
+    for failure in summary.failures[:20]:
+        click.echo(f"  embed_failed {failure['chunk_id']}: {failure['reason']}")

@@ -11,13 +11,40 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from researchstore.cli.common import echo_json, fail, open_store
+from researchstore.cli.common import echo_json, fail, open_store, print_embed_summary
 from researchstore.errors import ResearchStoreError, StoreDamaged, StoreLocked
 
 if TYPE_CHECKING:
     from researchstore.store import Store
 
 CHUNK_TOKENS = click.IntRange(16, 8192)
+
+EMBED_OPTION = click.option(
+    "--embed/--no-embed",
+    default=None,
+    help="Embed the new chunks after the run (default: when the semantic extra is "
+    "installed, unless RESEARCHSTORE_EMBED=off).",
+)
+
+
+def embed_after_run(store: Store, embed: bool | None, *, as_json: bool) -> None:
+    """Embed the chunks a run wrote, when asked (or by default with the extra there).
+
+    Chosen by default, a model that cannot load is told and skipped: the
+    run's words are searchable already, and ``researchstore embed`` follows.
+    """
+    from researchstore.embedding import auto_embed_enabled
+
+    if embed is False or (embed is None and not auto_embed_enabled()):
+        return
+    try:
+        summary = store.embed()
+    except ResearchStoreError as error:
+        if embed:
+            raise
+        click.echo(f"researchstore: embedding skipped: {error.message}", err=True)
+        return
+    print_embed_summary(summary, as_json=as_json)
 
 
 @click.command()
@@ -46,6 +73,7 @@ CHUNK_TOKENS = click.IntRange(16, 8192)
 @click.option(
     "--json", "as_json", is_flag=True, help="Print JSON lines: each event, then the summary."
 )
+@EMBED_OPTION
 def ingest(
     store_path: str,
     source_dir: str,
@@ -54,6 +82,7 @@ def ingest(
     chunk_tokens: int,
     follow_external_links: bool,
     as_json: bool,
+    embed: bool | None,
 ) -> None:
     """Ingest every report under SOURCE_DIR into STORE (created if missing).
 
@@ -75,6 +104,7 @@ def ingest(
             follow_external_links=follow_external_links,
             on_event=EventPrinter(as_json=as_json),
         )
+        embed_after_run(store, embed, as_json=as_json)
     if summary.failed:
         sys.exit(1)
 
@@ -161,6 +191,7 @@ def describe_event(event: dict[str, Any]) -> list[str]:
 @click.option(
     "--json", "as_json", is_flag=True, help="Print JSON lines: each event, then each summary."
 )
+@EMBED_OPTION
 def reingest(
     store_path: str,
     source: str | None,
@@ -168,6 +199,7 @@ def reingest(
     only: tuple[str, ...],
     forwarding_retention: str | None,
     as_json: bool,
+    embed: bool | None,
 ) -> None:
     """Refresh STORE from its sources: replace modified reports, add new, drop gone.
 
@@ -202,6 +234,7 @@ def reingest(
             )
             return
         failed = failed or any(summary.failed for summary in summaries)
+        embed_after_run(store, embed, as_json=as_json)
 
     with open_store(store_path) as store:
         if retention is not None:

@@ -70,6 +70,11 @@ def call(store_path: str, tool_name: str, arguments: str) -> None:
     type=click.IntRange(1, 100),
     help="Also show the N chunks that follow each hit.",
 )
+@click.option(
+    "--mode",
+    type=click.Choice(["keyword", "semantic", "hybrid"]),
+    help="By words, by meaning, or both (default: hybrid when STORE has vectors, else keyword).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the tool's envelope.")
 def search(
     store_path: str,
@@ -82,6 +87,7 @@ def search(
     source: str | None,
     kind: str | None,
     next_count: int | None,
+    mode: str | None,
     as_json: bool,
 ) -> None:
     """Search STORE for QUERY and list the best chunks."""
@@ -100,6 +106,7 @@ def search(
         "date_to": date_to,
         "source": source,
         "kind": kind,
+        "mode": mode,
     }
     with open_store(store_path) as store:
         envelope = store.call("research_chunk_search", arguments)

@@ -1,0 +1,199 @@
+"""The embedding stage: a vector for every chunk that has none, for the store's model.
+
+It never blocks the store: chunks are read in batches, embedded with no lock
+held, and their vectors written in a short transaction (with an
+``index_pending`` row for the vector index) that passes over a chunk
+replaced meanwhile. Every committed batch stays: an interrupted run resumes
+where it stopped, and a run with nothing to do costs one query. A chunk whose
+embedding fails (no text, a model error, an output that is not finite) is
+``embed_failed`` with the reason, and the next run tries it again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from researchstore.dates import utc_now
+from researchstore.db import queue_pending
+from researchstore.progress import progress_bar
+from researchstore.vectors import (
+    ChunkToEmbed,
+    chunks_to_embed,
+    claim_model,
+    count_to_embed,
+    quantize,
+    record_failures,
+    write_vectors,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from researchstore.embedding import Embedder
+    from researchstore.store import Store
+
+#: Chunks read and handed to the model at once: the model sorts them by
+#: length, so a larger batch pads less (the model's own batch is ``batch_size``).
+READ_BATCH = 512
+#: The vector index is brought up to date at least this often during a run.
+APPLY_SECONDS = 30.0
+
+
+@dataclass
+class EmbedSummary:
+    """What an embedding run did."""
+
+    model: str
+    embedded: int = 0
+    failed: int = 0
+    #: Chunks replaced or removed while they were being embedded.
+    passed_over: int = 0
+    seconds: float = 0.0
+    interrupted: bool = False
+    failures: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def chunks_per_second(self) -> float:
+        return self.embedded / self.seconds if self.seconds else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "embedded": self.embedded,
+            "failed": self.failed,
+            "passed_over": self.passed_over,
+            "seconds": round(self.seconds, 3),
+            "chunks_per_second": round(self.chunks_per_second, 2),
+            "interrupted": self.interrupted,
+            "failures": self.failures[:20],
+        }
+
+
+def embed_store(
+    store: Store,
+    embedder: Embedder,
+    *,
+    batch_size: int = 64,
+    retry_failed: bool = True,
+    progress: bool | None = None,
+) -> EmbedSummary:
+    """Embed every chunk of ``store`` that has no vector (and retry failed ones)."""
+    summary = EmbedSummary(model=embedder.model_id)
+    started = time.perf_counter()
+    with store.writing(), store.transaction() as conn:
+        newly = claim_model(conn, embedder)
+    if newly:
+        store.sync.reload_kinds()
+    with store.reading() as conn:
+        total = count_to_embed(conn, retry_failed=retry_failed)
+    after = 0
+    last_apply = time.monotonic()
+    try:
+        with progress_bar(
+            f"Embedding ({embedder.model_id})",
+            total=total,
+            enabled=store.progress if progress is None else progress,
+        ) as bar:
+            while True:
+                with store.reading() as conn:
+                    batch = chunks_to_embed(
+                        conn, after=after, limit=READ_BATCH, retry_failed=retry_failed
+                    )
+                if not batch:
+                    break
+                after = batch[-1].rowid
+                vectors, failures = embed_batch(embedder, batch, batch_size=batch_size)
+                now = utc_now()
+                with store.writing(), store.transaction() as conn:
+                    reports, stored = write_vectors(conn, vectors)
+                    failed = record_failures(conn, failures, now)
+                    for report_id in sorted(reports):
+                        queue_pending(conn, report_id, now, target="vectors")
+                summary.embedded += stored
+                summary.failed += failed
+                summary.passed_over += len(batch) - stored - failed
+                summary.failures.extend(
+                    {"chunk_id": chunk.chunk_id, "reason": reason} for chunk, reason in failures
+                )
+                bar.advance(len(batch))
+                if time.monotonic() - last_apply >= APPLY_SECONDS:
+                    store.sync.catch_up()
+                    last_apply = time.monotonic()
+    except KeyboardInterrupt:
+        summary.interrupted = True
+        raise
+    finally:
+        summary.seconds = time.perf_counter() - started
+        if not summary.interrupted:
+            store.sync.catch_up()
+    return summary
+
+
+def embed_batch(
+    embedder: Embedder, batch: Sequence[ChunkToEmbed], *, batch_size: int
+) -> tuple[list[tuple[ChunkToEmbed, bytes]], list[tuple[ChunkToEmbed, str]]]:
+    """Vectors (int8 bytes) for the chunks the model embeds, and why each other failed.
+
+    A model error on the whole batch is narrowed down chunk by chunk, so one
+    bad chunk fails alone.
+    """
+    failures: list[tuple[ChunkToEmbed, str]] = []
+    usable = []
+    for chunk in batch:
+        if not chunk.text.strip():
+            failures.append((chunk, "empty text: nothing to embed"))
+        else:
+            usable.append(chunk)
+    if not usable:
+        return [], failures
+    try:
+        matrix = _embed(embedder, [chunk.text for chunk in usable], batch_size)
+        embedded = [(chunk, matrix[index]) for index, chunk in enumerate(usable)]
+    except KeyboardInterrupt:
+        raise
+    except Exception:
+        embedded = []
+        for chunk in usable:
+            try:
+                embedded.append((chunk, _embed(embedder, [chunk.text], batch_size)[0]))
+            except KeyboardInterrupt:
+                raise
+            except Exception as error:
+                failures.append((chunk, f"model error: {type(error).__name__}: {error}"))
+    import numpy as np
+
+    good: list[tuple[ChunkToEmbed, Any]] = []
+    for chunk, vector in embedded:
+        problem = _vector_problem(np.asarray(vector, dtype=np.float64), embedder.dimension)
+        if problem:
+            failures.append((chunk, problem))
+        else:
+            good.append((chunk, vector))
+    if not good:
+        return [], failures
+    blobs = quantize(np.stack([vector for _, vector in good]).astype(np.float32))
+    return [(chunk, blob) for (chunk, _), blob in zip(good, blobs, strict=True)], failures
+
+
+def _embed(embedder: Embedder, texts: list[str], batch_size: int) -> npt.NDArray[np.float32]:
+    matrix = embedder.embed(texts, batch_size=batch_size)
+    shape = getattr(matrix, "shape", None)
+    if shape is None or len(shape) != 2 or shape[0] != len(texts):
+        raise ValueError(f"the model returned {shape} for {len(texts)} texts")
+    return matrix
+
+
+def _vector_problem(vector: npt.NDArray[np.float64], dimension: int) -> str | None:
+    import numpy as np
+
+    if vector.shape != (dimension,):
+        return f"model output has shape {vector.shape}, not ({dimension},)"
+    if not bool(np.isfinite(vector).all()):
+        return "model output is not finite (NaN or infinity)"
+    if not bool(vector.any()):
+        return "model output is all zeros (no direction to compare)"
+    return None

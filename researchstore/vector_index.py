@@ -1,0 +1,332 @@
+"""The vector index: nearest neighbours of a query vector, derived from SQLite.
+
+The only module that imports ``usearch``. An HNSW graph over the int8
+vectors of ``vectors`` (cosine), keyed by chunk rowid, in a folder beside
+the store (``STORE.db.vectors``) that ``sync.IndexSync`` keeps in step with
+SQLite exactly as it does the word index: through ``index_pending``, with a
+sidecar, rebuilt when missing, stale or damaged.
+
+Why usearch: an HNSW index with int8 vectors answers a top-100 query over
+100,000 vectors in well under a millisecond and opens by memory-mapping its
+file; an exact scan of the same vectors costs about 10 ms a query here (both
+measured on this project's 2-core machine), and sqlite-vec cannot be used
+(this Python's sqlite3 loads no extensions).
+
+The folder holds a generation of two files, the graph
+(``vectors-<gen>.usearch``) and each key's report (``reports-<gen>.npy``),
+named by ``manifest.json``, which a commit replaces last: a crash leaves the
+previous generation whole. Readers search a memory-mapped view of the last
+commit; writes go to a copy loaded in memory and are seen after ``commit``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+from usearch.index import Index
+
+from researchstore.derived import IndexDamaged
+from researchstore.vectors import report_vectors
+
+MANIFEST = "manifest.json"
+#: Graph degree and search breadth: measured on SciFact's chunks (bench/bench_semantic.py).
+CONNECTIVITY = 16
+EXPANSION_ADD = 128
+EXPANSION_SEARCH = 256
+
+#: What the index is fed: (chunk rowid, report_id, int8 vector bytes).
+VectorRow = tuple[int, int, bytes]
+
+
+class VectorIndex:
+    """One vector index folder: open, write, search."""
+
+    name: ClassVar[str] = "vectors"
+    suffix: ClassVar[str] = ".vectors"
+    schema_version: ClassVar[int] = 1
+    fed_on_write: ClassVar[bool] = False
+
+    def __init__(self, path: Path, generation: int, dimension: int) -> None:
+        self.path = path
+        self.dimension = dimension
+        self._generation = generation
+        self._view: Index = _empty(dimension) if generation == 0 else self._restore(generation)
+        #: Pending writes: a loaded copy of the graph and its key ↔ report maps.
+        self._writer: Index | None = None
+        self._reports: _KeyMap | None = None
+        self._dirty = False
+
+    # -- opening ---------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: Path) -> VectorIndex:
+        manifest = _read_manifest(path)
+        return cls(path, manifest["generation"], manifest["dimension"])
+
+    @classmethod
+    def create(cls, path: Path) -> VectorIndex:
+        path.mkdir(parents=True, exist_ok=False)
+        _write_manifest(path, generation=0, dimension=0, count=0)
+        return cls(path, 0, 0)
+
+    @classmethod
+    def holds_data(cls, path: Path) -> bool:
+        if not path.is_dir():
+            return False
+        try:
+            return bool(_read_manifest(path)["count"])
+        except IndexDamaged:
+            return any(path.iterdir())
+
+    @classmethod
+    def read(cls, conn: sqlite3.Connection, report_id: int | None = None) -> Iterator[VectorRow]:
+        yield from report_vectors(conn, report_id)
+
+    @classmethod
+    def expected_count(cls, conn: sqlite3.Connection) -> int:
+        return int(conn.execute("SELECT count(*) FROM vectors").fetchone()[0])
+
+    def _restore(self, generation: int) -> Index:
+        file = self.path / _graph_name(generation)
+        try:
+            index = Index.restore(str(file), view=True)
+        except (ValueError, RuntimeError, OSError) as error:
+            raise IndexDamaged(f"{file}: {error}") from None
+        if index is None:
+            raise IndexDamaged(f"{file} is not a vector index")
+        index.expansion_search = EXPANSION_SEARCH  # type: ignore[misc]
+        return index
+
+    # -- writing ---------------------------------------------------------
+
+    def _writable(self) -> tuple[Index, _KeyMap]:
+        if self._writer is None or self._reports is None:
+            if self._generation == 0:
+                self._writer, self._reports = None, _KeyMap()
+            else:
+                try:
+                    loaded = Index.restore(str(self.path / _graph_name(self._generation)))
+                    keys = np.load(self.path / _reports_name(self._generation))
+                except (ValueError, RuntimeError, OSError) as error:
+                    raise IndexDamaged(f"{self.path}: {error}") from None
+                if loaded is None:
+                    raise IndexDamaged(f"{self.path} holds no vector index")
+                self._writer = loaded
+                self._reports = _KeyMap(keys[:, 0].tolist(), keys[:, 1].tolist())
+        if self._writer is None:
+            if not self.dimension:
+                raise IndexDamaged(f"{self.path}: the first vectors have not come yet")
+            self._writer = _empty(self.dimension)
+        return self._writer, self._reports
+
+    def add(self, rows: Sequence[VectorRow]) -> None:
+        if not rows:
+            return
+        if not self.dimension:
+            self.dimension = len(rows[0][2])
+        for _, _, blob in rows:
+            if len(blob) != self.dimension:
+                raise ValueError(f"a vector of {len(blob)} bytes in an index of {self.dimension}")
+        writer, reports = self._writable()
+        keys = np.fromiter((row[0] for row in rows), dtype=np.uint64, count=len(rows))
+        held = writer.contains(keys)
+        if np.any(held):
+            writer.remove(keys[held])
+        matrix = np.frombuffer(b"".join(row[2] for row in rows), dtype=np.int8)
+        writer.add(keys, matrix.reshape(len(rows), self.dimension), threads=2)
+        for key, report, _ in rows:
+            reports.put(key, report)
+        self._dirty = True
+
+    def delete_report(self, report_id: int) -> None:
+        if self._generation == 0 and self._writer is None:
+            return  # nothing held yet
+        writer, reports = self._writable()
+        keys = reports.pop_report(report_id)
+        if keys:
+            writer.remove(np.array(keys, dtype=np.uint64))
+            self._dirty = True
+
+    def commit(self) -> None:
+        """Write a new generation, then name it in the manifest (the commit point)."""
+        if not self._dirty or self._writer is None or self._reports is None:
+            return
+        generation = self._generation + 1
+        graph = self.path / _graph_name(generation)
+        keys = self.path / _reports_name(generation)
+        try:
+            self._writer.save(str(graph))
+            pairs = self._reports.pairs()
+            with open(keys, "wb") as handle:
+                np.save(handle, pairs)
+                handle.flush()
+                os.fsync(handle.fileno())
+            _fsync(graph)
+            _write_manifest(
+                self.path, generation=generation, dimension=self.dimension, count=len(self._writer)
+            )
+        except (ValueError, RuntimeError) as error:
+            raise IndexDamaged(f"{self.path}: {error}") from error
+        previous = self._generation
+        self._generation = generation
+        self._view = self._restore(generation)
+        self._dirty = False
+        for old in (_graph_name(previous), _reports_name(previous)):
+            (self.path / old).unlink(missing_ok=True)
+
+    def close_writer(self) -> None:
+        """Drop what was not committed, and the loaded copy."""
+        self._writer = None
+        self._reports = None
+        self._dirty = False
+
+    def refresh(self) -> None:
+        """Pick up a generation another process committed."""
+        manifest = _read_manifest(self.path)
+        if manifest["generation"] != self._generation:
+            self._generation = manifest["generation"]
+            self.dimension = manifest["dimension"]
+            self._view = (
+                _empty(self.dimension) if self._generation == 0 else self._restore(self._generation)
+            )
+
+    # -- reading ---------------------------------------------------------
+
+    def search(self, vector: npt.NDArray[np.float32], count: int) -> list[tuple[int, float]]:
+        """Up to ``count`` (chunk rowid, cosine similarity) pairs, nearest first."""
+        view = self._view
+        if len(view) == 0 or count <= 0:
+            return []
+        try:
+            matches = view.search(vector, min(count, len(view)), threads=1)
+        except (ValueError, RuntimeError) as error:
+            raise IndexDamaged(f"{self.path}: {error}") from None
+        return [
+            (int(key), 1.0 - float(distance))
+            for key, distance in zip(matches.keys.tolist(), matches.distances.tolist(), strict=True)
+        ]
+
+    def __len__(self) -> int:
+        return len(self._view)
+
+    def document_count(self) -> int:
+        return len(self._view)
+
+    def all_chunk_ids(self) -> list[str]:
+        """Every key held (chunk rowids, as text), for checks."""
+        if self._generation == 0:
+            return []
+        keys = np.load(self.path / _reports_name(self._generation))
+        return [str(key) for key in keys[:, 0].tolist()]
+
+    def verify(self) -> list[str]:
+        """Read the generation back: both files there, and the same keys in each."""
+        try:
+            manifest = _read_manifest(self.path)
+        except IndexDamaged as error:
+            return [error.message]
+        generation = manifest["generation"]
+        if generation == 0:
+            return []
+        problems = []
+        try:
+            graph = Index.restore(str(self.path / _graph_name(generation)), view=True)
+            keys = np.load(self.path / _reports_name(generation))
+        except (ValueError, RuntimeError, OSError) as error:
+            return [f"{self.path}: {error}"]
+        if graph is None:
+            return [f"{self.path / _graph_name(generation)} is not a vector index"]
+        if len(graph) != manifest["count"] or len(keys) != manifest["count"]:
+            problems.append(
+                f"{self.path}: the manifest says {manifest['count']} vectors, the graph holds "
+                f"{len(graph)} and the key list {len(keys)}"
+            )
+        elif len(keys) and not bool(np.all(graph.contains(keys[:, 0].astype(np.uint64)))):
+            problems.append(f"{self.path}: keys listed are missing from the graph")
+        return problems
+
+
+class _KeyMap:
+    """Which report each key belongs to, and each report's keys."""
+
+    def __init__(self, keys: Sequence[int] = (), reports: Sequence[int] = ()) -> None:
+        self._report_of: dict[int, int] = dict(zip(keys, reports, strict=True))
+        self._keys_of: dict[int, set[int]] = {}
+        for key, report in self._report_of.items():
+            self._keys_of.setdefault(report, set()).add(key)
+
+    def put(self, key: int, report: int) -> None:
+        previous = self._report_of.get(key)
+        if previous is not None and previous != report:
+            self._keys_of[previous].discard(key)
+        self._report_of[key] = report
+        self._keys_of.setdefault(report, set()).add(key)
+
+    def pop_report(self, report: int) -> list[int]:
+        keys = sorted(self._keys_of.pop(report, ()))
+        for key in keys:
+            del self._report_of[key]
+        return keys
+
+    def pairs(self) -> npt.NDArray[np.int64]:
+        return np.array(list(self._report_of.items()), dtype=np.int64).reshape(-1, 2)
+
+
+def _empty(dimension: int) -> Index:
+    index = Index(
+        ndim=max(dimension, 1),
+        metric="cos",
+        dtype="i8",
+        connectivity=CONNECTIVITY,
+        expansion_add=EXPANSION_ADD,
+        expansion_search=EXPANSION_SEARCH,
+    )
+    return index
+
+
+def _graph_name(generation: int) -> str:
+    return f"vectors-{generation}.usearch"
+
+
+def _reports_name(generation: int) -> str:
+    return f"reports-{generation}.npy"
+
+
+def _read_manifest(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((path / MANIFEST).read_text())
+        manifest = {key: int(data[key]) for key in ("generation", "dimension", "count")}
+    except FileNotFoundError:
+        raise IndexDamaged(f"{path}: {MANIFEST} is missing") from None
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise IndexDamaged(f"{path}: {MANIFEST} cannot be read ({error})") from None
+    if manifest["generation"]:
+        for name in (_graph_name(manifest["generation"]), _reports_name(manifest["generation"])):
+            if not (path / name).is_file():
+                raise IndexDamaged(f"{path}: {name} is missing")
+    return manifest
+
+
+def _write_manifest(path: Path, *, generation: int, dimension: int, count: int) -> None:
+    temporary = path / (MANIFEST + ".tmp")
+    with open(temporary, "w") as handle:
+        json.dump({"generation": generation, "dimension": dimension, "count": count}, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path / MANIFEST)
+    _fsync(path)
+
+
+def _fsync(path: Path) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
