@@ -17,6 +17,7 @@ word of the query shows the start of its text.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -34,11 +35,13 @@ if TYPE_CHECKING:
     from researchstore.vector_index import VectorIndex
 
 MODES = ("keyword", "semantic", "hybrid")
-#: Candidates taken from each list before fusing (SciFact: nDCG@10 is flat past 50).
-CANDIDATES = 100
+#: Candidates taken from each list before fusing, at least (``limit`` + 5 when more).
+CANDIDATES = int(os.environ.get("RS_HYBRID_CANDIDATES", "30"))
 #: The words' share of a hybrid score.
 KEYWORD_WEIGHT = 0.5
-#: Neighbours asked for per hit wanted, at first; widened ×8 while filters leave too few.
+#: Candidates the vector index proposes, re-ranked by exact cosine (at least).
+RESCORE = 300
+#: Candidates per hit wanted, at least; widened ×8 while filters leave too few.
 OVERSAMPLE = 4
 
 
@@ -67,13 +70,8 @@ def run_search(
     tantivy_query = words.build_query(query, filters)
     want = limit + TIE_MARGIN
     with reading() as conn:
-        meaning = _nearest(
-            vectors,
-            conn,
-            query_vector,
-            max(want, CANDIDATES if mode == "hybrid" else want),
-            filters,
-        )
+        depth = max(want, CANDIDATES) if mode == "hybrid" else want
+        meaning = _nearest(vectors, conn, query_vector, depth, filters)
         if mode == "semantic":
             hits = meaning
             for hit in hits:
@@ -82,7 +80,7 @@ def run_search(
             lexical: list[dict[str, Any]] = []
             if tantivy_query is not None:
                 lexical, _ = _ranked_rows(
-                    words, conn, tantivy_query, CANDIDATES, words.searcher(), filters
+                    words, conn, tantivy_query, depth, words.searcher(), filters
                 )
             hits = _fuse(conn, lexical, meaning, query_vector, vectors.dimension)
     hits.sort(key=lambda hit: (-hit["score"], hit["chunk_id"]))
@@ -116,42 +114,60 @@ def _nearest(
     want: int,
     filters: SearchFilters,
 ) -> list[dict[str, Any]]:
-    """The ``want`` nearest chunks that pass ``filters``, each with its exact ``_cosine``."""
+    """The ``want`` chunks nearest by exact cosine that pass ``filters``, with ``_cosine``.
+
+    The vector index proposes candidates; their int8 vectors are read from
+    SQLite and ranked by cosine; rows are read (and filtered) best first, a
+    page at a time. When filters leave too few, more candidates are asked for.
+    """
     evidence = filters.workspace is not None
     total = len(vectors)
-    asked = min(total, want * OVERSAMPLE)
+    asked = min(total, max(RESCORE, want * OVERSAMPLE))
     hits: list[dict[str, Any]] = []
     while asked > 0:
-        found = vectors.search(query_vector, asked)
-        rows = queries.search_rows_by_rowid(conn, [rowid for rowid, _ in found])
+        candidates = vectors.search(query_vector, asked)
+        cosines = _cosines(conn, candidates, query_vector, vectors.dimension)
+        order = sorted(cosines, key=lambda rowid: -cosines[rowid])
         hits = []
-        for rowid, _ in found:
-            row = rows.get(rowid)
-            if row is None or row["_evidence"] != evidence or not filters.matches(row):
-                continue
-            hits.append(row)
-        if len(hits) >= want or len(found) < asked or asked >= total:
+        page = max(want, 16)
+        for start in range(0, len(order), page):
+            wanted = order[start : start + page]
+            rows = queries.search_rows_by_rowid(conn, wanted)
+            for rowid in wanted:
+                row = rows.get(rowid)
+                if row is None or row["_evidence"] != evidence or not filters.matches(row):
+                    continue
+                row["_cosine"] = cosines[rowid]
+                hits.append(row)
+            if len(hits) >= want:
+                break
+        if len(hits) >= want or len(candidates) < asked or asked >= total:
             break
         asked = min(total, asked * 8)
-    _attach_cosines(conn, hits, query_vector, vectors.dimension)
-    hits.sort(key=lambda hit: (-hit["_cosine"], hit["chunk_id"]))
     return hits[:want]
+
+
+def _cosines(
+    conn: Any, rowids: list[int], query_vector: npt.NDArray[np.float32], dimension: int
+) -> dict[int, float]:
+    """The exact cosine with the query of each chunk's stored vector (those that have one)."""
+    from researchstore.vectors import dequantize, vectors_by_rowid
+
+    blobs = vectors_by_rowid(conn, rowids)
+    if not blobs or not dimension:
+        return {}
+    held = list(blobs)
+    matrix = dequantize([blobs[rowid] for rowid in held], dimension)
+    return dict(zip(held, (matrix @ query_vector).tolist(), strict=True))
 
 
 def _attach_cosines(
     conn: Any, hits: list[dict[str, Any]], query_vector: npt.NDArray[np.float32], dimension: int
 ) -> None:
-    """Each hit's exact cosine with the query, from its stored vector (0.0 without one)."""
-    from researchstore.vectors import dequantize, vectors_by_rowid
-
-    blobs = vectors_by_rowid(conn, [hit["_rowid"] for hit in hits])
-    held = [hit for hit in hits if hit["_rowid"] in blobs]
+    """Each hit's exact cosine with the query (0.0 for a chunk without a vector)."""
+    cosines = _cosines(conn, [hit["_rowid"] for hit in hits], query_vector, dimension)
     for hit in hits:
-        hit["_cosine"] = 0.0
-    if held and dimension:
-        matrix = dequantize([blobs[hit["_rowid"]] for hit in held], dimension)
-        for hit, cosine in zip(held, (matrix @ query_vector).tolist(), strict=True):
-            hit["_cosine"] = float(cosine)
+        hit["_cosine"] = cosines.get(hit["_rowid"], 0.0)
 
 
 def _fuse(
