@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from researchstore.db import damaged_store
-from researchstore.derived import IndexDamaged
+from researchstore.derived import SEARCHABLE, IndexDamaged
 from researchstore.errors import StoreDamaged
 from researchstore.index import SearchIndex
 
@@ -39,7 +39,7 @@ def check_store(store: Store) -> dict[str, Any]:
             problems.append(damaged_store(store.path, integrity, checked=True).message)
         try:
             ok_rows = conn.execute(
-                "SELECT chunk_id, report_id FROM chunks WHERE status = 'ok'"
+                f"SELECT chunk_id, report_id FROM chunks c WHERE {SEARCHABLE}"
             ).fetchall()
             pending = conn.execute("SELECT count(*) FROM index_pending").fetchone()[0]
         except sqlite3.DatabaseError as error:
@@ -109,10 +109,52 @@ def check_store(store: Store) -> dict[str, Any]:
         )
     elif disagreement:
         problems.append(f"the word index disagrees with the store ({disagreement}); {rebuild}")
+    if store.keeps_vectors():
+        problems.extend(_check_vectors(store, report, pending=bool(pending), rebuild=rebuild))
     report.update(
         consistent=not problems, problems=problems, repaired_on_open=list(store.sync.repairs)
     )
     return report
+
+
+def _check_vectors(
+    store: Store, report: dict[str, Any], *, pending: bool, rebuild: str
+) -> list[str]:
+    """The vector index against the store's vectors, key for key, its files read back."""
+    from researchstore.vector_index import VectorIndex
+    from researchstore.vectors import store_model, vector_stats
+
+    with store.reading() as conn:
+        stored = {row[0] for row in conn.execute("SELECT chunk_rowid FROM vectors")}
+        stats = vector_stats(conn)
+        model = store_model(conn)
+    index = store.sync.get(VectorIndex)
+    with store.writing(wait=True):
+        try:
+            index.refresh()
+            files = index.verify()
+            held = {int(key) for key in index.all_chunk_ids()}
+        except IndexDamaged as error:
+            files, held = [error.message], set()
+    missing, unknown = len(stored - held), len(held - stored)
+    report["vectors"] = {
+        "model": model.model_id if model else None,
+        "dimension": model.dimension if model else None,
+        "stored": len(stored),
+        "indexed": len(held),
+        "missing_from_index": missing,
+        "unknown_to_store": unknown,
+        "embed_failed": stats["embed_failed"],
+        "index_files": files or "ok",
+    }
+    if files:
+        return [f"the vector index {index.path} is damaged ({'; '.join(files[:SHOWN])}); {rebuild}"]
+    if (missing or unknown) and not pending:
+        return [
+            f"the vector index disagrees with the store ({missing} vectors missing from it, "
+            f"{unknown} the store no longer has); {rebuild}"
+        ]
+    return []
 
 
 def check_file(path: Path, opening: StoreDamaged) -> dict[str, Any]:

@@ -381,6 +381,23 @@ class Store:
             require_model(model, self._embedder)
             return self._embedder
 
+    def warm_query_model(self) -> threading.Thread | None:
+        """Load the query model in the background if searches will need it (a server's
+        first search by meaning then waits for no model); a model that fails to
+        load is told by the first search that needs it."""
+        if self.default_search_mode() == "keyword":
+            return None
+
+        def load() -> None:
+            try:
+                self.query_embedder()
+            except Exception:  # the first search by meaning reports it
+                pass
+
+        thread = threading.Thread(target=load, name="researchstore-model", daemon=True)
+        thread.start()
+        return thread
+
     def default_search_mode(self) -> str:
         """``hybrid`` when the store has vectors and a model to embed queries; else ``keyword``."""
         from researchstore.embedding import semantic_installed

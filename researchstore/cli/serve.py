@@ -121,6 +121,7 @@ def serve(
     )
 
     with open_store(store_path) as store:
+        store.warm_query_model()
         if transport == "stdio":
             anyio.run(lambda: serve_stdio(store, profile=profile))
             return
