@@ -151,7 +151,7 @@ def embed_batch(
     if not usable:
         return [], failures
     try:
-        matrix = _embed(embedder, [chunk.text for chunk in usable], batch_size)
+        matrix = _embed(embedder, [chunk.embedded_text for chunk in usable], batch_size)
         embedded = [(chunk, matrix[index]) for index, chunk in enumerate(usable)]
     except KeyboardInterrupt:
         raise
@@ -159,7 +159,7 @@ def embed_batch(
         embedded = []
         for chunk in usable:
             try:
-                embedded.append((chunk, _embed(embedder, [chunk.text], batch_size)[0]))
+                embedded.append((chunk, _embed(embedder, [chunk.embedded_text], batch_size)[0]))
             except KeyboardInterrupt:
                 raise
             except Exception as error:

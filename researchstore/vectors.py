@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from researchstore.db import read_meta, write_meta
+from researchstore.derived import index_title
 from researchstore.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -104,6 +105,14 @@ class ChunkToEmbed:
     chunk_id: str
     report_id: int
     text: str
+    #: The titles above the chunk (its report's and document's), embedded with
+    #: it: a chunk is read in the context of what it is part of.
+    context: str = ""
+
+    @property
+    def embedded_text(self) -> str:
+        """What the model is given: the context, then the chunk's text."""
+        return f"{self.context}\n\n{self.text}" if self.context else self.text
 
 
 def chunks_to_embed(
@@ -120,13 +129,17 @@ def chunks_to_embed(
         else ""
     )
     rows = conn.execute(
-        "SELECT c.id, c.chunk_id, c.report_id, c.text FROM chunks c "
+        "SELECT c.id, c.chunk_id, c.report_id, c.text, r.title, d.title FROM chunks c "
+        "JOIN documents d ON d.id = c.document_rowid JOIN reports r ON r.report_id = c.report_id "
         f"WHERE c.id > ? AND (c.status = 'ok'{failed}) "
         "AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.chunk_rowid = c.id) "
         "ORDER BY c.id LIMIT ?",
         (after, limit),
     ).fetchall()
-    return [ChunkToEmbed(row[0], row[1], row[2], row[3]) for row in rows]
+    return [
+        ChunkToEmbed(row[0], row[1], row[2], row[3], context=index_title(row[4], row[5]))
+        for row in rows
+    ]
 
 
 def count_to_embed(conn: sqlite3.Connection, *, retry_failed: bool) -> int:
