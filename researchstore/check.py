@@ -2,7 +2,8 @@
 
 It reads everything back: SQLite's integrity check over every page; every
 file of the word index against its checksum; every document the index
-stores (its chunk id), compared with the store's ``ok`` chunks, id for id;
+stores (its chunk id), compared with the chunks the store finds by words
+(``ok``, and those whose embedding failed), id for id;
 and each report's postings, counted through a query. What opening the
 store found and repaired is told too. Each problem comes with what to do.
 When the store cannot be opened at all, ``check_file`` runs SQLite's check
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from researchstore.db import damaged_store
-from researchstore.derived import IndexDamaged
+from researchstore.derived import SEARCHABLE, IndexDamaged
 from researchstore.errors import StoreDamaged
 from researchstore.index import SearchIndex
 
@@ -39,7 +40,7 @@ def check_store(store: Store) -> dict[str, Any]:
             problems.append(damaged_store(store.path, integrity, checked=True).message)
         try:
             ok_rows = conn.execute(
-                "SELECT chunk_id, report_id FROM chunks WHERE status = 'ok'"
+                f"SELECT chunk_id, report_id FROM chunks c WHERE {SEARCHABLE}"
             ).fetchall()
             pending = conn.execute("SELECT count(*) FROM index_pending").fetchone()[0]
         except sqlite3.DatabaseError as error:
