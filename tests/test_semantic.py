@@ -32,6 +32,7 @@ from helpers import (
 from researchstore import Store
 from researchstore.catalogue import TOOLS
 from researchstore.contracts import output_schema
+from researchstore.embedding import semantic_installed
 from researchstore.errors import InvalidInput
 from researchstore.principal import Principal, acting_as
 from researchstore.vectors import quantize
@@ -849,3 +850,72 @@ def test_keyword_search_on_the_command_line_needs_no_model(tmp_path: Path) -> No
     refused = run_cli("search", store, "varroa mite", "--mode", "semantic")
     assert refused.returncode != 0
     assert "researchstore embed" in refused.stderr
+
+
+# -- the real model (the semantic extra) ------------------------------------------------
+
+#: Shares no word with the fixtures (keyword search finds nothing), means their varroa.
+PARAPHRASE = "parasitic pests plaguing honeybees"
+
+needs_model = pytest.mark.skipif(
+    not semantic_installed(), reason="the semantic extra (sentence-transformers) is not installed"
+)
+
+
+def offline_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """``researchstore ARGS...`` embedding by default, with every proxy a closed port."""
+    closed = "http://127.0.0.1:9"
+    env = {key: value for key, value in os.environ.items() if not key.startswith("HF_")}
+    env.update(RESEARCHSTORE_EMBED="auto", HTTP_PROXY=closed, HTTPS_PROXY=closed, ALL_PROXY=closed)
+    env.pop("NO_PROXY", None)
+    return subprocess.run(
+        [*program("cli"), *args], capture_output=True, text=True, timeout=300, env=env
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.semantic
+@needs_model
+def test_the_real_model_embeds_on_ingest_and_finds_a_paraphrase(tmp_path: Path) -> None:
+    store = str(tmp_path / "r.db")
+    ingested = offline_cli("ingest", store, str(FIXTURE_SOURCE), "--json")
+    assert ingested.returncode == 0, ingested.stderr
+    embedded = json.loads(ingested.stdout.splitlines()[-1])["embed"]
+    assert embedded["model"].startswith("all-MiniLM-L6-v2@")
+    assert embedded["failed"] == 0
+    with Store(store, progress=False, open_indexes=False) as opened:
+        ok_chunks = len(searchable(opened))
+        assert embedded["embedded"] == ok_chunks == len(vector_rows(opened))
+        assert sql(opened, "SELECT value FROM meta WHERE key = 'vector_dim'") == [("384",)]
+        (bees,) = _report_ids(opened, "Rooftop apiaries: spring colony survey 2026")
+
+    by_words = run_cli("search", store, PARAPHRASE, "--mode", "keyword", "--json")
+    assert json.loads(by_words.stdout)["result"]["hits"] == []
+    for mode in ("semantic", "hybrid"):
+        found = offline_cli("search", store, PARAPHRASE, "--mode", mode, "--json")
+        assert found.returncode == 0, found.stderr
+        result = json.loads(found.stdout)["result"]
+        assert result["mode"] == mode
+        assert result["hits"][0]["report_id"] == bees, result["hits"][0]["title"]
+
+    again = offline_cli("embed", store, "--device", "cpu", "--json")
+    assert again.returncode == 0, again.stderr
+    summary = json.loads(again.stdout)["embed"]
+    assert (summary["embedded"], summary["failed"]) == (0, 0)
+
+
+@pytest.mark.slow
+@pytest.mark.semantic
+@needs_model
+def test_asking_for_cuda_without_a_gpu_is_a_clear_error(tmp_path: Path) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    store = str(tmp_path / "r.db")
+    assert run_cli("ingest", store, str(FIXTURE_SOURCE), "--no-embed").returncode == 0
+    refused = offline_cli("embed", store, "--device", "cuda")
+    assert refused.returncode not in (0, 1), refused.stderr
+    assert "--device cuda" in refused.stderr and "no CUDA device" in refused.stderr
+    with Store(store, progress=False, open_indexes=False) as opened:
+        assert vector_rows(opened) == {}
