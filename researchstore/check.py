@@ -2,7 +2,8 @@
 
 It reads everything back: SQLite's integrity check over every page; every
 file of the word index against its checksum; every document the index
-stores (its chunk id), compared with the store's ``ok`` chunks, id for id;
+stores (its chunk id), compared with the chunks the store finds by words
+(``ok``, and those whose embedding failed), id for id;
 and each report's postings, counted through a query. What opening the
 store found and repaired is told too. Each problem comes with what to do.
 When the store cannot be opened at all, ``check_file`` runs SQLite's check

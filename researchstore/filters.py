@@ -25,7 +25,13 @@ class SearchFilters:
     workspace: str | None = None
 
     def matches(self, row: dict[str, Any]) -> bool:
-        """Whether a search row (report_id, source, kind, date, tags) meets every filter."""
+        """Whether a search row (report_id, source, kind, date, tags, workspace) meets every filter.
+
+        The word index holds a chunk's workspace as a term; a row read from
+        SQLite (a nearest neighbour, a forwarded hit) is checked for it here.
+        """
+        if self.workspace is not None and row.get("_workspace") != self.workspace:
+            return False
         if self.report_id is not None and row["report_id"] != self.report_id:
             return False
         if self.source is not None and row["source"] != self.source:

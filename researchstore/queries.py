@@ -382,9 +382,10 @@ def _search_rows(
     rows = conn.execute(
         "SELECT c.chunk_id, c.report_id, d.document_id, r.title, r.date, c.text, r.tags, "
         "c.position, c.start_ms, c.end_ms, c.heading_path, d.kind, d.title AS document_title, "
-        "s.name AS source, s.kind AS source_kind, c.id AS rowid "
+        "s.name AS source, s.kind AS source_kind, c.id AS rowid, e.workspace_id "
         "FROM chunks c JOIN documents d ON d.id = c.document_rowid "
         "JOIN reports r ON r.report_id = c.report_id JOIN sources s ON s.id = r.source_id "
+        "LEFT JOIN evidence e ON e.report_id = c.report_id "
         f"WHERE {column} IN ({marks}) AND {SEARCHABLE}",
         list(values),
     ).fetchall()
@@ -405,6 +406,7 @@ def _search_rows(
             "document_title": row["document_title"],
             "source": row["source"],
             "_evidence": row["source_kind"] == "workspace",
+            "_workspace": row["workspace_id"],
             "_rowid": row["rowid"],
         }
         for row in rows

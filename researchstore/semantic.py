@@ -215,5 +215,6 @@ def _plain_snippet(text: str, max_chars: int = 200) -> str:
 def _public(hit: dict[str, Any]) -> dict[str, Any]:
     hit.pop("_rowid", None)
     hit.pop("_evidence", None)
+    hit.pop("_workspace", None)
     hit.pop("_cosine", None)
     return hit

@@ -239,13 +239,15 @@ class IndexSync:
                     return kind.open(self.folder(kind))
                 except IndexDamaged:
                     pass
-            if problem != "missing" or self._store_has_chunks():
+            if problem != "missing" or self._expects_entries(kind):
                 self.repairs.append(f"{kind.name} rebuilt on opening ({problem})")
             return self._rebuild(kind, problem)
 
-    def _store_has_chunks(self) -> bool:
+    def _expects_entries(self, kind: type[DerivedIndex]) -> bool:
+        """Whether SQLite holds anything for ``kind``: a missing folder of an index
+        with nothing to hold yet (a new store, a first vector) is made, not repaired."""
         with self._store.reading() as conn:
-            return conn.execute("SELECT 1 FROM chunks LIMIT 1").fetchone() is not None
+            return kind.expected_count(conn) > 0
 
     def verify_counts(self) -> None:
         """Rebuild each index whose document count is not the store's count of ``ok`` chunks.

@@ -33,12 +33,12 @@ from typing import TYPE_CHECKING, Any
 
 import jsonschema
 import trustme
+from programs.hashing import HashingEmbedder as HashingEmbedder  # for test modules
 
 from researchstore.fetch import FetchPolicy, static_resolver
 
 if TYPE_CHECKING:
     from mcp import ClientSession
-
 # -- paths ---------------------------------------------------------------------
 
 TESTS = Path(__file__).resolve().parent
