@@ -59,6 +59,8 @@ class DerivedIndex(Protocol):
 
     #: Names the index: its ``meta`` key (``<name>_applied_seq``) and messages.
     name: ClassVar[str]
+    #: What messages call it ("the word index").
+    label: ClassVar[str]
     #: The folder beside ``STORE.db``: ``STORE.db<suffix>``.
     suffix: ClassVar[str]
     #: Bump when what the index stores changes: older folders are rebuilt.

@@ -319,6 +319,8 @@ class Store:
         from researchstore.embed import embed_store
 
         model = embedder or self.model_for_chunks(device)
+        if self._embedder is None:
+            self._embedder = model  # it embeds this store's queries too
         return embed_store(
             self, model, batch_size=batch_size, retry_failed=retry_failed, progress=progress
         )

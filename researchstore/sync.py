@@ -306,10 +306,14 @@ class IndexSync:
             outcome = f"repairing it failed ({error.message})"
         except OSError as error:
             outcome = f"repairing it failed ({error})"
+        damaged = next(
+            (kind for kind in self._kinds if str(self.folder(kind)) in damage.message),
+            self._kinds[0],
+        )
         return StoreDamaged(
-            f"the word index beside {store.path} is damaged ({damage.message}); {outcome}. "
-            f"To repair it by hand: researchstore rebuild-index {store.path}",
-            details={"index": str(self.folder(self._kinds[0]))},
+            f"the {damaged.label} beside {store.path} is damaged ({damage.message}); "
+            f"{outcome}. To repair it by hand: researchstore rebuild-index {store.path}",
+            details={"index": str(self.folder(damaged))},
         )
 
     def _repair(self) -> str:
@@ -463,7 +467,17 @@ class IndexSync:
         """Add chunks to an index; a chunk it refuses is marked and left out.
 
         A full disk or a damaged index is no chunk's fault: it leaves as it is.
+        Only the word index refuses chunks for their text; anything another
+        index refuses means that index is damaged.
         """
+        if not index.fed_on_write:
+            try:
+                index.add(chunks)
+            except (OSError, ResearchStoreError):
+                raise
+            except Exception as error:
+                raise IndexDamaged(f"the {index.name} index refused its rows: {error}") from error
+            return
         try:
             index.add(chunks)
             return

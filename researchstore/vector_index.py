@@ -54,6 +54,7 @@ class VectorIndex:
     """One vector index folder: open, write, search."""
 
     name: ClassVar[str] = "vectors"
+    label: ClassVar[str] = "vector index"
     suffix: ClassVar[str] = ".vectors"
     schema_version: ClassVar[int] = 2
     fed_on_write: ClassVar[bool] = False

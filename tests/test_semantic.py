@@ -32,6 +32,7 @@ from helpers import (
 from researchstore import Store
 from researchstore.catalogue import TOOLS
 from researchstore.contracts import output_schema
+from researchstore.derived import index_title
 from researchstore.embedding import semantic_installed
 from researchstore.errors import InvalidInput
 from researchstore.principal import Principal, acting_as
@@ -189,6 +190,19 @@ def stored_vector(embedder: HashingEmbedder, text: str) -> bytes:
     return quantize(embedder.vector(text)[None, :])[0]
 
 
+def embedded_texts(store: Store) -> dict[int, str]:
+    """What the model was given for each chunk: the titles above it, then its text."""
+    rows = sql(
+        store,
+        "SELECT c.id, c.text, r.title, d.title FROM chunks c "
+        "JOIN documents d ON d.id = c.document_rowid JOIN reports r ON r.report_id = c.report_id",
+    )
+    return {
+        rowid: f"{index_title(report, document)}\n\n{text}"
+        for rowid, text, report, document in rows
+    }
+
+
 # -- embedding and the default mode ---------------------------------------------
 
 
@@ -211,7 +225,7 @@ def test_embedding_gives_every_ok_chunk_a_vector_and_makes_hybrid_the_default(
         assert sum(hashing.calls) == len(chunks)
         assert_vectors_follow(store)
         # Each stored vector is the model's own for the chunk's text.
-        texts = dict(sql(store, "SELECT id, text FROM chunks"))
+        texts = embedded_texts(store)
         for rowid, blob in vector_rows(store).items():
             assert blob == stored_vector(hashing, texts[rowid])
         assert store.default_search_mode() == "hybrid"
@@ -290,7 +304,14 @@ def test_ties_are_ordered_by_chunk_id(tmp_path: Path, hashing: HashingEmbedder, 
     root = tmp_path / "source"
     root.mkdir()
     for number in range(6):
-        (root / f"copy-{number}.txt").write_text("Identical notes on hive weight and pollen.\n")
+        write_report(
+            root,
+            f"copy-{number}",
+            title="Hive notes",
+            date="2026-05-01",
+            tags={},
+            files={"notes.txt": "Identical notes on hive weight and pollen.\n"},
+        )
     with Store(tmp_path / "r.db", progress=False, embedder=hashing) as store:
         store.ingest(root, name="copies")
         store.embed()
@@ -812,7 +833,7 @@ def test_a_chunk_replaced_while_it_was_embedded_gets_no_vector(tmp_path: Path) -
         assert summary.passed_over == len(old) > 0
         assert not old & {row[0] for row in sql(store, "SELECT chunk_id FROM chunks")}
         # Every vector stored is its own chunk's, whatever rowids the new chunks took.
-        texts = dict(sql(store, "SELECT id, text FROM chunks"))
+        texts = embedded_texts(store)
         for rowid, blob in vector_rows(store).items():
             assert blob == stored_vector(embedder, texts[rowid])
         store.embed(embedder=HashingEmbedder())
