@@ -9,7 +9,8 @@ In one run:
 
 1. **Embedding throughput**: ``--embed-chunks`` SciFact abstracts (from
    ``../shared/eval/ir/scifact``, read at run time) are ingested as reports;
-   their chunk texts are embedded by a bare ``SentenceTransformer.encode``
+   their chunks (each after its titles, exactly as the stage gives them to
+   the model) are embedded by a bare ``SentenceTransformer.encode``
    (batch 64, normalised) and then by ``Store.embed`` (the whole stage:
    reading, the model, int8 vectors written to SQLite, the vector index
    committed). Printed: chunks/s of each and their ratio (target ≥ 0.9).
@@ -50,7 +51,13 @@ from researchstore.filters import SearchFilters
 from researchstore.index import SearchIndex
 from researchstore.semantic import run_search
 from researchstore.vector_index import VectorIndex
-from researchstore.vectors import ChunkToEmbed, claim_model, quantize, write_vectors
+from researchstore.vectors import (
+    ChunkToEmbed,
+    chunks_to_embed,
+    claim_model,
+    quantize,
+    write_vectors,
+)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -75,7 +82,9 @@ def throughput(work: Path, count: int, device: str | None) -> None:
     with Store(work / "throughput.db", progress=False) as store:
         store.ingest(source, name="abstracts", progress=False)
         with store.reading() as conn:
-            texts = [row[0] for row in conn.execute("SELECT text FROM chunks ORDER BY id")]
+            # The very texts the stage gives the model: each chunk after its titles.
+            pending = chunks_to_embed(conn, after=0, limit=1 << 30, retry_failed=True)
+            texts = [chunk.embedded_text for chunk in pending]
         model = embedder._model  # type: ignore[attr-defined]
         model.encode(texts[:32], batch_size=32)  # warm both the same way
         started = time.perf_counter()

@@ -263,9 +263,10 @@ TOOLS: dict[str, Tool] = {
                     "mode",
                     "string",
                     "keyword: by words (score: BM25). semantic: by meaning (score: cosine "
-                    "similarity, -1 to 1). hybrid: both, fused (score: 0 to 1, half words, "
-                    "half meaning, each scaled by its best and worst candidates). Default: "
-                    "hybrid when the store has vectors for its model, else keyword.",
+                    "similarity, -1 to 1). hybrid: both, fused (score: 0 to 1; half BM25 "
+                    "over the best candidate's, half cosine scaled by the lowest and highest "
+                    "candidates). Default: hybrid when the store has vectors for its model, "
+                    "else keyword.",
                     enum=("keyword", "semantic", "hybrid"),
                 ),
             ),

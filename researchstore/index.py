@@ -570,25 +570,6 @@ class SearchIndex:
         return [(float(score), address) for score, address in result.hits]
 
     @staticmethod
-    def scores_of(
-        query: tantivy.Query, chunk_ids: Sequence[str], *, searcher: tantivy.Searcher
-    ) -> dict[str, float]:
-        """The score ``query`` gives each of these chunks (those it matches at all)."""
-        if not chunk_ids:
-            return {}
-        only = tantivy.Query.const_score_query(
-            tantivy.Query.term_set_query(SCHEMA, "chunk_id", list(chunk_ids)), 0.0
-        )
-        both = tantivy.Query.boolean_query(
-            [(tantivy.Occur.Must, query), (tantivy.Occur.Must, only)]
-        )
-        try:
-            result = searcher.search(both, limit=len(chunk_ids), count=False)
-            return {_chunk_id(searcher, address): float(score) for score, address in result.hits}
-        except BaseException as error:
-            _raise_read_error(error)
-
-    @staticmethod
     def chunk_ids(addresses: Sequence[Any], *, searcher: tantivy.Searcher) -> list[str]:
         """The chunk ids stored for these hits (each costs a doc-store read)."""
         try:

@@ -413,6 +413,55 @@ def _search_rows(
     ]
 
 
+def candidate_rows(
+    conn: sqlite3.Connection, rowids: Sequence[int], *, with_tags: bool
+) -> dict[int, dict[str, Any]]:
+    return {row["_rowid"]: row for row in _candidate_rows(conn, "c.id", rowids, with_tags)}
+
+
+def candidate_rows_by_chunk_id(
+    conn: sqlite3.Connection, chunk_ids: Sequence[str], *, with_tags: bool
+) -> dict[str, dict[str, Any]]:
+    return {
+        row["chunk_id"]: row for row in _candidate_rows(conn, "c.chunk_id", chunk_ids, with_tags)
+    }
+
+
+def _candidate_rows(
+    conn: sqlite3.Connection, column: str, values: Sequence[Any], with_tags: bool
+) -> list[dict[str, Any]]:
+    """What search needs of a candidate before it is chosen: what filters look at.
+
+    Cheap next to ``search_rows`` (no text, titles or headings; tags parsed
+    only ``with_tags``); the hits chosen are read in full by ``search_rows_by_rowid``.
+    """
+    if not values:
+        return []
+    marks = ",".join("?" * len(values))
+    rows = conn.execute(
+        "SELECT c.id, c.chunk_id, c.report_id, r.date, r.tags, d.kind, s.name, s.kind, "
+        "e.workspace_id FROM chunks c JOIN documents d ON d.id = c.document_rowid "
+        "JOIN reports r ON r.report_id = c.report_id JOIN sources s ON s.id = r.source_id "
+        "LEFT JOIN evidence e ON e.report_id = c.report_id "
+        f"WHERE {column} IN ({marks}) AND {SEARCHABLE}",
+        list(values),
+    ).fetchall()
+    return [
+        {
+            "_rowid": row[0],
+            "chunk_id": row[1],
+            "report_id": row[2],
+            "date": row[3],
+            "tags": json.loads(row[4]) if with_tags else None,
+            "kind": row[5],
+            "source": row[6],
+            "_evidence": row[7] == "workspace",
+            "_workspace": row[8],
+        }
+        for row in rows
+    ]
+
+
 _OWNER_SQL = {
     "chunk": "SELECT s.kind, s.name FROM chunks c JOIN reports r ON r.report_id = c.report_id "
     "JOIN sources s ON s.id = r.source_id WHERE c.chunk_id = ?",

@@ -62,6 +62,9 @@ def search(
     return hits
 
 
+RowReader = Callable[[sqlite3.Connection, list[str]], dict[str, dict[str, Any]]]
+
+
 def _ranked_rows(
     index: SearchIndex,
     conn: sqlite3.Connection,
@@ -69,9 +72,13 @@ def _ranked_rows(
     limit: int,
     searcher: Any,
     filters: SearchFilters,
+    read_rows: RowReader = queries.search_rows,
 ) -> tuple[list[dict[str, Any]], int]:
     """The best hits that exist in SQLite, with every hit tied with the last; and
-    how many hits were dropped because SQLite no longer has their chunk."""
+    how many hits were dropped because SQLite no longer has their chunk.
+
+    ``read_rows`` reads the hits' rows (in full by default).
+    """
     evidence = filters.workspace is not None
     page = limit + TIE_MARGIN
     hits: list[dict[str, Any]] = []
@@ -89,7 +96,7 @@ def _ranked_rows(
             batch = found[position:end]
             position = end
             ids = index.chunk_ids([address for _, address in batch], searcher=searcher)
-            rows = queries.search_rows(conn, ids)
+            rows = read_rows(conn, ids)
             for (score, _), chunk_id in zip(batch, ids, strict=True):
                 row = rows.get(chunk_id)
                 if row is None:

@@ -5,12 +5,12 @@
   cosine similarity (-1 to 1), computed exactly from the stored vectors
   for the candidates the vector index proposes.
 - ``hybrid``: the best ``CANDIDATES`` of each list (so at most twice that
-  many hits), each candidate then scored by both signals exactly: its BM25 (0 when no
-  word of the query is in it) divided by the best candidate's, and its
-  cosine scaled to 0..1 by the lowest and highest among the candidates;
-  ``score`` is ``KEYWORD_WEIGHT`` × words + (1 − ``KEYWORD_WEIGHT``) × meaning
-  (0 to 1). A chunk found by one list only is not penalised for what the
-  other list did not look at.
+  many hits), fused: a candidate's words score is its BM25 divided by the
+  best candidate's (0 when the word list did not find it), its meaning
+  score its cosine scaled to 0..1 by the lowest and highest among all the
+  candidates (a chunk the word list found is given its exact cosine too);
+  ``score`` is ``KEYWORD_WEIGHT`` × words + (1 − ``KEYWORD_WEIGHT``) ×
+  meaning (0 to 1).
 
 Every filter applies in every mode: the vector index is asked for more
 neighbours than wanted, they are read back from one SQLite snapshot and
@@ -45,7 +45,7 @@ CANDIDATES = 55
 #: The words' share of a hybrid score.
 KEYWORD_WEIGHT = 0.5
 #: Candidates the vector index proposes, re-ranked by exact cosine (at least).
-RESCORE = 300
+RESCORE = 200
 #: Candidates per hit wanted, at least; widened ×8 while filters leave too few.
 OVERSAMPLE = 4
 
@@ -85,13 +85,20 @@ def run_search(
             lexical: list[dict[str, Any]] = []
             if tantivy_query is not None:
                 lexical, _ = _ranked_rows(
-                    words, conn, tantivy_query, depth, words.searcher(), filters
+                    words,
+                    conn,
+                    tantivy_query,
+                    depth,
+                    words.searcher(),
+                    filters,
+                    lambda conn, ids: queries.candidate_rows_by_chunk_id(
+                        conn, ids, with_tags=filters.tags is not None
+                    ),
                 )
-            hits = _fuse(
-                conn, words, tantivy_query, lexical, meaning, query_vector, vectors.dimension
-            )
-    hits.sort(key=lambda hit: (-hit["score"], hit["chunk_id"]))
-    del hits[limit:]
+            hits = _fuse(conn, lexical, meaning, query_vector, vectors.dimension)
+        hits.sort(key=lambda hit: (-hit["score"], hit["chunk_id"]))
+        del hits[limit:]
+        hits = _complete(conn, hits)
     if tantivy_query is not None:
         snippets = words.snippets(tantivy_query, [hit["text"] for hit in hits])
     else:
@@ -139,7 +146,7 @@ def _nearest(
         page = max(want, 16)
         for start in range(0, len(order), page):
             wanted = order[start : start + page]
-            rows = queries.search_rows_by_rowid(conn, wanted)
+            rows = queries.candidate_rows(conn, wanted, with_tags=filters.tags is not None)
             for rowid in wanted:
                 row = rows.get(rowid)
                 if row is None or row["_evidence"] != evidence or not filters.matches(row):
@@ -179,23 +186,18 @@ def _attach_cosines(
 
 def _fuse(
     conn: Any,
-    words: SearchIndex,
-    tantivy_query: Any,
     lexical: list[dict[str, Any]],
     meaning: list[dict[str, Any]],
     query_vector: npt.NDArray[np.float32],
     dimension: int,
 ) -> list[dict[str, Any]]:
-    """One list from both (see the module's doc): each candidate scored exactly by both."""
+    """One list from both (see the module's doc)."""
     by_id: dict[str, dict[str, Any]] = {hit["chunk_id"]: hit for hit in meaning}
     bm25 = {hit["chunk_id"]: hit["score"] for hit in lexical}
     only_words = [hit for hit in lexical if hit["chunk_id"] not in by_id]
     _attach_cosines(conn, only_words, query_vector, dimension)
     for hit in only_words:
         by_id[hit["chunk_id"]] = hit
-    only_meaning = [chunk_id for chunk_id in by_id if chunk_id not in bm25]
-    if tantivy_query is not None and only_meaning:
-        bm25.update(words.scores_of(tantivy_query, only_meaning, searcher=words.searcher()))
     best_words = max(bm25.values(), default=0.0)
     scale_meaning = _scaler([hit["_cosine"] for hit in by_id.values()])
     fused = []
@@ -220,6 +222,18 @@ def _scaler(scores: list[float]) -> Any:
 
 def _plain_snippet(text: str, max_chars: int = 200) -> str:
     return text[:max_chars].replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _complete(conn: Any, hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The chosen hits in full (text, titles, position), their scores kept."""
+    rows = queries.search_rows_by_rowid(conn, [hit["_rowid"] for hit in hits])
+    complete = []
+    for hit in hits:
+        row = rows.get(hit["_rowid"])
+        if row is not None:
+            row["score"] = hit["score"]
+            complete.append(row)
+    return complete
 
 
 def _public(hit: dict[str, Any]) -> dict[str, Any]:
