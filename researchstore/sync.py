@@ -500,12 +500,24 @@ class IndexSync:
                     [(chunk_id,) for chunk_id in refused],
                 )
 
-    def commit(self, applied_seq: int) -> None:
-        """Commit every index, then forget the pending rows they all reflect."""
+    def commit(self, applied_seq: int, *, fed_on_write: bool | None = None) -> None:
+        """Commit every index (or those whose ``fed_on_write`` is as given), then
+        forget the pending rows they all reflect.
+
+        A run commits the word index as it goes (``fed_on_write=True``) and
+        an index fed later at its end: the vector index rewrites its whole
+        graph on commit, and during a run it only forgets replaced reports.
+        What an index has not committed stays pending for it.
+        """
         self.ensure_open()
         store = self._store
+        kinds = [
+            kind
+            for kind in self._kinds
+            if fed_on_write is None or kind.fed_on_write == fed_on_write
+        ]
         with self._index_errors():
-            for kind in self._kinds:
+            for kind in kinds:
                 index = self._open[kind.name]
                 index.commit()
                 write_sidecar(
@@ -515,7 +527,7 @@ class IndexSync:
                     applied_seq=applied_seq,
                 )
         with store.transaction() as conn:
-            for kind in self._kinds:
+            for kind in kinds:
                 write_meta(conn, _applied_key(kind), str(applied_seq))
             self._forget_applied(conn)
 

@@ -120,12 +120,17 @@ class ReportWriter:
             or self.uncommitted_chunks >= INDEX_COMMIT_CHUNKS
             or (lag >= INDEX_COMMIT_SECONDS)
         ):
-            self.commit_index()
+            self.commit_index(final=False)
 
-    def commit_index(self) -> None:
-        if self.last_seq and self.last_seq != self.committed_seq:
-            self.store.sync.commit(self.last_seq)
+    def commit_index(self, *, final: bool = True) -> None:
+        """Commit the indexes; during a run (not ``final``) the word index alone."""
+        if not self.last_seq:
+            pass
+        elif self.last_seq != self.committed_seq:
+            self.store.sync.commit(self.last_seq, fed_on_write=None if final else True)
             self.committed_seq = self.last_seq
+        elif final:
+            self.store.sync.commit(self.last_seq, fed_on_write=False)
         self.uncommitted_chunks = 0
         self.last_index_commit = time.monotonic()
 
