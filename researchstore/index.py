@@ -34,10 +34,16 @@ import tantivy
 from researchstore.db import no_space_left
 from researchstore.derived import IndexDamaged, IndexedChunk, is_panic
 from researchstore.filters import SearchFilters, tag_terms
+from researchstore.language import (
+    ANALYSES,
+    DEFAULT_ANALYSIS,
+    analysis_key,
+    cjk_bigrams,
+    cjk_bigrams_with_offsets,
+)
 
 #: Bump when the fields or the analyzer change: older indexes are rebuilt.
-INDEX_SCHEMA_VERSION = 3
-ANALYZER = "rs_en"
+INDEX_SCHEMA_VERSION = 4
 
 _PHRASE = re.compile(r'"([^"]+)"')
 #: The ``workspace`` term of every chunk that is not workspace evidence. A
@@ -57,28 +63,67 @@ STOPWORDS = (
 ).split()
 
 
-def build_analyzer() -> tantivy.TextAnalyzer:
-    """English: split on non-alphanumerics, lower-case, fold accents, drop stop words, stem."""
-    return (
+def build_analyzer(
+    analysis: str = DEFAULT_ANALYSIS, *, query: bool = False
+) -> tantivy.TextAnalyzer:
+    """One analysis (``language.ANALYSES``): split on non-alphanumerics, lower-case,
+    drop the language's stop words, fold accents, stem.
+
+    Accents are folded before stemming, so a word written with or without
+    them has one stem. The English stop words are dropped from a query in
+    every analysis (``query=True``): a query then asks each field for at most
+    the terms it asks the English one for, which ``query_size`` bounds.
+    """
+    stemmer = ANALYSES[analysis]
+    builder = (
         tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
         .filter(tantivy.Filter.remove_long(40))
         .filter(tantivy.Filter.lowercase())
-        .filter(tantivy.Filter.ascii_fold())
-        .filter(tantivy.Filter.custom_stopword(STOPWORDS))
-        .filter(tantivy.Filter.stemmer("english"))
-        .build()
     )
+    if analysis == "en":
+        builder = builder.filter(tantivy.Filter.ascii_fold()).filter(
+            tantivy.Filter.custom_stopword(STOPWORDS)
+        )
+    else:
+        if stemmer is not None:
+            # Tantivy's lists are written with their accents: before folding.
+            builder = builder.filter(tantivy.Filter.stopword(stemmer))
+        builder = builder.filter(tantivy.Filter.ascii_fold())
+        if query:
+            builder = builder.filter(tantivy.Filter.custom_stopword(STOPWORDS))
+    if stemmer is not None:
+        builder = builder.filter(tantivy.Filter.stemmer(stemmer))
+    return builder.build()
+
+
+def analyzer_name(analysis: str) -> str:
+    return f"rs_{analysis}"
+
+
+def text_field(analysis: str) -> str:
+    """The field holding the text (title included) of chunks under ``analysis``."""
+    return f"text_{analysis}"
+
+
+def title_field(analysis: str) -> str:
+    return f"title_{analysis}"
 
 
 _ANALYZER = build_analyzer()
+_QUERY_ANALYZERS = {analysis: build_analyzer(analysis, query=True) for analysis in ANALYSES}
 # The same tokens before any is dropped: a token's place in this list is its
 # position in the index, which a phrase needs to step over stop words.
 _WORDS = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).build()
 
 
 def analyze(text: str) -> list[str]:
-    """The terms the index stores for ``text``."""
+    """The terms the index stores for ``text`` in English."""
     return _ANALYZER.analyze(text)
+
+
+def query_terms(text: str, analysis: str = DEFAULT_ANALYSIS) -> list[str]:
+    """The terms a query asks the ``analysis`` fields for (CJK runs as bigrams)."""
+    return _QUERY_ANALYZERS[analysis].analyze(cjk_bigrams(text))
 
 
 # The index's analyzer less its stemmer: a stemmer maps a token to its stem
@@ -94,29 +139,33 @@ _COUNTER = (
 
 
 def count_tokens(text: str) -> int:
-    """The number of tokens the index's analyzer yields for ``text``."""
+    """The number of tokens the index's English analyzer yields for ``text``."""
     return len(_COUNTER.analyze(text))
 
 
-def phrase_terms(phrase: str) -> list[tuple[int, str]]:
-    """The index terms of ``phrase`` with their positions (stop words leave gaps)."""
+def phrase_terms(phrase: str, analysis: str = DEFAULT_ANALYSIS) -> list[tuple[int, str]]:
+    """The query terms of ``phrase`` with their positions (stop words leave gaps)."""
+    analyzer = _QUERY_ANALYZERS[analysis]
     placed = []
-    for position, word in enumerate(_WORDS.analyze(phrase)):
-        terms = _ANALYZER.analyze(word)
+    for position, word in enumerate(_WORDS.analyze(cjk_bigrams(phrase))):
+        terms = analyzer.analyze(word)
         if terms:
             placed.append((position, terms[0]))
     return placed
 
 
 def query_size(text: str) -> tuple[int, int]:
-    """What ``SearchIndex.build_query`` asks of Tantivy for ``text``: (terms, phrases).
+    """What ``SearchIndex.build_query`` asks of each analysis for ``text``: (terms, phrases).
 
-    Terms are counted with repeats (a repeated term is asked for again);
-    phrases are the quoted groups of more than one term. A search's cost
-    grows with both, so the tool bounds them (``catalogue``).
+    Terms are counted with repeats (a repeated term is asked for again), a
+    run of CJK characters as its bigrams; phrases are the quoted groups of
+    more than one term. The English count is the largest: every analysis
+    drops the English stop words from a query, some drop more. A search's
+    cost grows with both, and with the analyses that hold documents, so the
+    tool bounds them (``catalogue``).
     """
     phrases = sum(1 for phrase in _PHRASE.findall(text) if len(phrase_terms(phrase)) > 1)
-    return len(analyze(text)), phrases
+    return len(query_terms(text)), phrases
 
 
 def _build_schema() -> tantivy.Schema:
@@ -124,8 +173,12 @@ def _build_schema() -> tantivy.Schema:
     builder.add_text_field("chunk_id", stored=True, tokenizer_name="raw")
     builder.add_integer_field("report_id", indexed=True, fast=True)
     builder.add_text_field("document_id", tokenizer_name="raw")
-    builder.add_text_field("title", tokenizer_name=ANALYZER)
-    builder.add_text_field("text", tokenizer_name=ANALYZER)
+    # Each chunk's words go into the two fields of its own analysis only.
+    for analysis in ANALYSES:
+        builder.add_text_field(title_field(analysis), tokenizer_name=analyzer_name(analysis))
+        builder.add_text_field(text_field(analysis), tokenizer_name=analyzer_name(analysis))
+    # Which analysis a chunk has: tells the analyses that hold chunks.
+    builder.add_text_field("analysis", tokenizer_name="raw")
     builder.add_text_field("tag", tokenizer_name="raw")
     builder.add_integer_field("date", indexed=True, fast=True)
     builder.add_text_field("source", tokenizer_name="raw")
@@ -297,7 +350,8 @@ class SearchIndex:
     def _load(cls, path: Path) -> SearchIndex:
         try:
             index = tantivy.Index(SCHEMA, path=str(path), reuse=True)
-            index.register_tokenizer(ANALYZER, build_analyzer())
+            for analysis in ANALYSES:
+                index.register_tokenizer(analyzer_name(analysis), build_analyzer(analysis))
             # We reload by hand after our own commits; the watcher picks up
             # commits made by other processes.
             index.config_reader(reload_policy="commit")
@@ -361,20 +415,24 @@ class SearchIndex:
     @staticmethod
     def _add(writer: tantivy.IndexWriter, chunks: Sequence[IndexedChunk]) -> None:
         for chunk in chunks:
+            analysis = analysis_key(chunk.language)
             document = tantivy.Document(
                 chunk_id=chunk.chunk_id,
                 report_id=chunk.report_id,
                 document_id=chunk.document_id,
-                title=chunk.title,
-                # The title in every chunk's text too: a chunk is found by what
-                # its report is about, not only by its own words (SciFact:
-                # nDCG@10 up with the title field kept as well).
-                text=f"{chunk.title}\n{chunk.text}" if chunk.title else chunk.text,
                 date=date_number(chunk.date),
                 source=chunk.source,
                 kind=chunk.kind,
                 workspace=chunk.workspace or NO_WORKSPACE,
+                analysis=analysis,
             )
+            title = cjk_bigrams(chunk.title)
+            document.add_text(title_field(analysis), title)
+            # The title in every chunk's text too: a chunk is found by what
+            # its report is about, not only by its own words (SciFact:
+            # nDCG@10 up with the title field kept as well).
+            text = cjk_bigrams(chunk.text)
+            document.add_text(text_field(analysis), f"{title}\n{text}" if title else text)
             for term in tag_terms(chunk.tags):
                 document.add_text("tag", term)
             writer.add_document(document)
@@ -477,15 +535,20 @@ class SearchIndex:
         return problems
 
     def build_query(self, text: str, filters: SearchFilters) -> tantivy.Query | None:
-        """Turn any user text into a query; None when it has no searchable term."""
-        text_clauses = self._text_clauses(text)
+        """Turn any user text into a query; None when it has no searchable term.
+
+        The text is analysed every way that holds chunks (``analyses``), each
+        asking its own fields: a chunk is in one analysis only, so it is
+        ranked by the terms of its own language.
+        """
+        text_clauses = self._text_clauses(text, self.analyses())
         if not text_clauses:
             return None
         filter_clauses = self._filter_clauses(filters)
         if not filter_clauses:
             # A plain disjunction of term queries is what Tantivy ranks with
             # block-max WAND, skipping most postings: keep it plain (no
-            # boosts, no wrapper). Evidence is then dropped by the caller.
+            # wrapper). Evidence is then dropped by the caller.
             return tantivy.Query.boolean_query(text_clauses)
         clauses: list[tuple[tantivy.Occur, tantivy.Query]] = [
             (tantivy.Occur.Must, tantivy.Query.boolean_query(text_clauses))
@@ -494,24 +557,50 @@ class SearchIndex:
             clauses.append((tantivy.Occur.Must, occur_query))
         return tantivy.Query.boolean_query(clauses)
 
-    def _text_clauses(self, text: str) -> list[tuple[tantivy.Occur, tantivy.Query]]:
+    def analyses(self, searcher: tantivy.Searcher | None = None) -> list[str]:
+        """The analyses that hold chunks (English alone in an empty index).
+
+        A query asks only these: each other analysis would cost a term
+        lookup per term and segment for nothing.
+        """
+        searcher = searcher or self.searcher()
+        try:
+            held = [
+                analysis for analysis in ANALYSES if searcher.doc_freq("analysis", analysis) > 0
+            ]
+        except BaseException as error:
+            _raise_read_error(error, self.path)
+        return held or [DEFAULT_ANALYSIS]
+
+    @staticmethod
+    def _text_clauses(
+        text: str, analyses: Sequence[str]
+    ) -> list[tuple[tantivy.Occur, tantivy.Query]]:
         clauses: list[tuple[tantivy.Occur, tantivy.Query]] = []
-        for phrase in _PHRASE.findall(text):
-            terms = phrase_terms(phrase)
-            if len(terms) > 1:
-                for field, boost in (("text", 1.0), ("title", 0.5)):
-                    query = tantivy.Query.phrase_query(SCHEMA, field, list(terms))
-                    clauses.append((tantivy.Occur.Should, tantivy.Query.boost_query(query, boost)))
-        # The title is indexed in every chunk's text too, so the text field
-        # alone ranks. A term the query repeats weighs more (BM25's query-term
-        # frequency): it is simply asked for again, which keeps the query a
-        # plain disjunction of term queries.
-        words = analyze(text)
-        for term in words:
-            clauses.append((tantivy.Occur.Should, tantivy.Query.term_query(SCHEMA, "text", term)))
-        for term in dict.fromkeys(words):
-            title = tantivy.Query.term_query(SCHEMA, "title", term)
-            clauses.append((tantivy.Occur.Should, tantivy.Query.boost_query(title, 0.5)))
+        phrases = _PHRASE.findall(text)
+        if not query_terms(text):
+            return clauses  # nothing but stop words: no analysis has a term
+        for analysis in analyses:
+            text_name, title_name = text_field(analysis), title_field(analysis)
+            for phrase in phrases:
+                terms = phrase_terms(phrase, analysis)
+                if len(terms) > 1:
+                    for field, boost in ((text_name, 1.0), (title_name, 0.5)):
+                        query = tantivy.Query.phrase_query(SCHEMA, field, list(terms))
+                        clauses.append(
+                            (tantivy.Occur.Should, tantivy.Query.boost_query(query, boost))
+                        )
+            # The title is indexed in every chunk's text too, so the text field
+            # alone ranks. A term the query repeats weighs more (BM25's query-term
+            # frequency): it is simply asked for again, which keeps the query a
+            # plain disjunction of term queries.
+            words = query_terms(text, analysis)
+            for term in words:
+                query = tantivy.Query.term_query(SCHEMA, text_name, term)
+                clauses.append((tantivy.Occur.Should, query))
+            for term in dict.fromkeys(words):
+                title = tantivy.Query.term_query(SCHEMA, title_name, term)
+                clauses.append((tantivy.Occur.Should, tantivy.Query.boost_query(title, 0.5)))
         return clauses
 
     @staticmethod
@@ -568,21 +657,86 @@ class SearchIndex:
         max_chars: int = 200,
         searcher: tantivy.Searcher | None = None,
     ) -> list[str]:
-        """Highlighted fragments (HTML-escaped, matches in ``<b>``) of ``texts``."""
+        """Highlighted fragments (HTML-escaped, matches in ``<b>``) of ``texts``.
+
+        A text is highlighted as analysed in its own field; which field that
+        is, the text does not say, so each analysis that holds chunks is tried
+        and the one that finds the most matches wins (English on a tie).
+        """
         searcher = searcher or self.searcher()
+        generators: dict[str, tantivy.SnippetGenerator] = {}
         try:
-            generator = tantivy.SnippetGenerator.create(searcher, query, SCHEMA, "text")
+            for analysis in self.analyses(searcher):
+                generator = tantivy.SnippetGenerator.create(
+                    searcher, query, SCHEMA, text_field(analysis)
+                )
+                generator.set_max_num_chars(max_chars)
+                generators[text_field(analysis)] = generator
         except BaseException as error:
             _raise_read_error(error, self.path)
-        generator.set_max_num_chars(max_chars)
-        out = []
-        for text in texts:
-            snippet = generator.snippet_from_doc(tantivy.Document(text=text))
-            html = snippet.to_html()
-            if not html:
-                html = _escape(text[:max_chars])
-            out.append(html)
-        return out
+        return [_snippet(generators, text, max_chars) for text in texts]
+
+
+def _snippet(generators: dict[str, tantivy.SnippetGenerator], text: str, max_chars: int) -> str:
+    indexed, origins = cjk_bigrams_with_offsets(text)
+    best: tantivy.Snippet | None = None
+    most = 0
+    for field, generator in generators.items():
+        snippet = generator.snippet_from_doc(tantivy.Document(**{field: indexed}))
+        found = len(snippet.highlighted())
+        if found > most:
+            best, most = snippet, found
+    if best is None:
+        return _escape(text[:max_chars])
+    if origins is None:
+        return best.to_html()
+    return _cjk_snippet_html(best, text, indexed, origins, max_chars)
+
+
+def _cjk_snippet_html(
+    snippet: tantivy.Snippet, text: str, indexed: str, origins: list[int], max_chars: int
+) -> str:
+    """A snippet found in the bigram form of ``text``, shown in ``text`` itself.
+
+    Tantivy's ranges are byte offsets into the indexed form; ``origins``
+    maps each of its characters to the character of ``text`` it came from
+    (-1 for a space put between bigrams).
+    """
+    encoded = indexed.encode()
+
+    def character(offset: int) -> int:
+        return len(encoded[:offset].decode(errors="ignore"))
+
+    def original_span(start: int, end: int) -> tuple[int, int] | None:
+        placed = [origins[index] for index in range(character(start), character(end))]
+        placed = [origin for origin in placed if origin >= 0]
+        return (min(placed), max(placed) + 1) if placed else None
+
+    fragment = snippet.fragment_range()
+    span = original_span(fragment.start, fragment.end)
+    if span is None:
+        return ""
+    begin, stop = span
+    # Bigrams take three times the room of their text: widen the fragment
+    # back to about ``max_chars`` of the text around it.
+    stop = min(len(text), stop + max(0, max_chars - (stop - begin)) // 2)
+    begin = max(0, min(begin, stop - max_chars))
+    marks: list[tuple[int, int]] = []
+    for highlighted in snippet.highlighted():
+        found = original_span(fragment.start + highlighted.start, fragment.start + highlighted.end)
+        if found is None:
+            continue
+        if marks and found[0] <= marks[-1][1]:  # overlapping bigrams: one mark
+            marks[-1] = (marks[-1][0], max(marks[-1][1], found[1]))
+        else:
+            marks.append(found)
+    pieces, at = [], begin
+    for mark_start, mark_end in marks:
+        pieces.append(_escape(text[at:mark_start]))
+        pieces.append(f"<b>{_escape(text[mark_start:mark_end])}</b>")
+        at = mark_end
+    pieces.append(_escape(text[at:stop]))
+    return "".join(pieces)
 
 
 def _chunk_id(searcher: tantivy.Searcher, address: Any) -> str:
