@@ -664,33 +664,51 @@ class SearchIndex:
         and the one that finds the most matches wins (English on a tie).
         """
         searcher = searcher or self.searcher()
-        generators: dict[str, tantivy.SnippetGenerator] = {}
+        snippets = _Snippets(searcher, query, self.analyses(searcher), max_chars)
         try:
-            for analysis in self.analyses(searcher):
-                generator = tantivy.SnippetGenerator.create(
-                    searcher, query, SCHEMA, text_field(analysis)
-                )
-                generator.set_max_num_chars(max_chars)
-                generators[text_field(analysis)] = generator
+            return [snippets.of(text) for text in texts]
         except BaseException as error:
             _raise_read_error(error, self.path)
-        return [_snippet(generators, text, max_chars) for text in texts]
 
 
-def _snippet(generators: dict[str, tantivy.SnippetGenerator], text: str, max_chars: int) -> str:
-    indexed, origins = cjk_bigrams_with_offsets(text)
-    best: tantivy.Snippet | None = None
-    most = 0
-    for field, generator in generators.items():
-        snippet = generator.snippet_from_doc(tantivy.Document(**{field: indexed}))
-        found = len(snippet.highlighted())
-        if found > most:
-            best, most = snippet, found
-    if best is None:
-        return _escape(text[:max_chars])
-    if origins is None:
-        return best.to_html()
-    return _cjk_snippet_html(best, text, indexed, origins, max_chars)
+class _Snippets:
+    """The snippets of one search: a generator per field (and width), made when first needed."""
+
+    def __init__(
+        self, searcher: tantivy.Searcher, query: tantivy.Query, analyses: list[str], max_chars: int
+    ) -> None:
+        self._searcher = searcher
+        self._query = query
+        self._fields = [text_field(analysis) for analysis in analyses]
+        self._max_chars = max_chars
+        self._generators: dict[tuple[str, int], tantivy.SnippetGenerator] = {}
+
+    def _generator(self, field: str, chars: int) -> tantivy.SnippetGenerator:
+        generator = self._generators.get((field, chars))
+        if generator is None:
+            generator = tantivy.SnippetGenerator.create(self._searcher, self._query, SCHEMA, field)
+            generator.set_max_num_chars(chars)
+            self._generators[field, chars] = generator
+        return generator
+
+    def of(self, text: str) -> str:
+        indexed, origins = cjk_bigrams_with_offsets(text)
+        # A CJK character is indexed about three times (in two bigrams, and a space).
+        chars = self._max_chars if origins is None else 3 * self._max_chars
+        best: tantivy.Snippet | None = None
+        most = 0
+        for field in self._fields:
+            snippet = self._generator(field, chars).snippet_from_doc(
+                tantivy.Document(**{field: indexed})
+            )
+            found = len(snippet.highlighted())
+            if found > most:
+                best, most = snippet, found
+        if best is None:
+            return _escape(text[: self._max_chars])
+        if origins is None:
+            return best.to_html()
+        return _cjk_snippet_html(best, text, indexed, origins, self._max_chars)
 
 
 def _cjk_snippet_html(

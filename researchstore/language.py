@@ -66,8 +66,10 @@ DETECTED_LANGUAGES = (
 ).split()
 #: The first characters of a document that detection reads.
 DETECTION_CHARS = 4000
-#: Fewer letters than this is too little text to tell a language by.
+#: Fewer letters than this is too little text to tell a language by. A CJK
+#: character, about a word in itself, counts as ``CJK_LETTER_WEIGHT``.
 MIN_DETECTION_LETTERS = 20
+CJK_LETTER_WEIGHT = 3
 #: Below this probability (among ``DETECTED_LANGUAGES``) the language is left unknown.
 MIN_CONFIDENCE = 0.5
 
@@ -168,11 +170,16 @@ def detect_language(text: str) -> str | None:
     """The language ``text`` is written in (``en``, ``no``, ``nn``, ``zh``, ...), or None.
 
     None when the text holds fewer than ``MIN_DETECTION_LETTERS`` letters, or
-    when no language of ``DETECTED_LANGUAGES`` reaches ``MIN_CONFIDENCE``.
+    when no language of ``DETECTED_LANGUAGES`` reaches ``MIN_CONFIDENCE``: a
+    document with no language is analysed as English (``analysis_key``), as
+    every document was before, and a query finds it in every analysis anyway.
     """
-    if len(_LETTER.findall(text[:DETECTION_CHARS])) < MIN_DETECTION_LETTERS:
+    sample = text[:DETECTION_CHARS]
+    cjk = sum(len(run) for run in _CJK_RUN.findall(sample))
+    letters = len(_LETTER.findall(sample)) + (CJK_LETTER_WEIGHT - 1) * cjk
+    if letters < MIN_DETECTION_LETTERS:
         return None
-    language, confidence = _identifier().classify(text[:DETECTION_CHARS])
+    language, confidence = _identifier().classify(sample)
     if confidence < MIN_CONFIDENCE:
         return None
     return str(language)
