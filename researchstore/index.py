@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import re
 import struct
 import zlib
+from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, NoReturn
 
@@ -63,16 +66,20 @@ STOPWORDS = (
 ).split()
 
 
-def build_analyzer(
-    analysis: str = DEFAULT_ANALYSIS, *, query: bool = False
-) -> tantivy.TextAnalyzer:
+def build_analyzer(analysis: str = DEFAULT_ANALYSIS) -> tantivy.TextAnalyzer:
     """One analysis (``language.ANALYSES``): split on non-alphanumerics, lower-case,
-    drop the language's stop words, fold accents, stem.
+    fold accents, drop the English stop words, stem.
 
     Accents are folded before stemming, so a word written with or without
-    them has one stem. The English stop words are dropped from a query in
-    every analysis (``query=True``): a query then asks each field for at most
-    the terms it asks the English one for, which ``query_size`` bounds.
+    them has one stem. Every analysis drops the English stop words, and
+    only those: a query then asks no analysis for more terms than it asks
+    the English one for (which ``query_size`` bounds), and a word that is a
+    stop word in one language alone ("die", "und", "og") stays a common
+    term, weighed as such, in every analysis. With each language's own list,
+    such words went missing from the chunks of that language only, and a
+    query's other analyses asked for them as rare terms: known-item search
+    on German pages lost 10 points of rank-1 rate
+    (``bench/quality_known_item.py``).
     """
     stemmer = ANALYSES[analysis]
     builder = (
@@ -80,40 +87,21 @@ def build_analyzer(
         .filter(tantivy.Filter.remove_long(40))
         .filter(tantivy.Filter.lowercase())
     )
-    if analysis == "en":
-        builder = builder.filter(tantivy.Filter.ascii_fold()).filter(
-            tantivy.Filter.custom_stopword(STOPWORDS)
-        )
-    else:
-        if stemmer is not None:
-            # Tantivy's lists are written with their accents: before folding.
-            builder = builder.filter(tantivy.Filter.stopword(stemmer))
-        builder = builder.filter(tantivy.Filter.ascii_fold())
-        if query:
-            builder = builder.filter(tantivy.Filter.custom_stopword(STOPWORDS))
+    builder = builder.filter(tantivy.Filter.ascii_fold()).filter(
+        tantivy.Filter.custom_stopword(STOPWORDS)
+    )
     if stemmer is not None:
         builder = builder.filter(tantivy.Filter.stemmer(stemmer))
     return builder.build()
 
 
-def analyzer_name(analysis: str) -> str:
-    return f"rs_{analysis}"
+#: The tokenizer of the ``text`` and ``title`` fields: they are given terms
+#: already analysed (``index_terms``), one space between each.
+TERMS = "rs_terms"
 
 
-def text_field(analysis: str) -> str:
-    """The field holding the text (title included) of chunks under ``analysis``."""
-    return f"text_{analysis}"
-
-
-def title_field(analysis: str) -> str:
-    return f"title_{analysis}"
-
-
-_ANALYZER = build_analyzer()
-_QUERY_ANALYZERS = {analysis: build_analyzer(analysis, query=True) for analysis in ANALYSES}
-# The same tokens before any is dropped: a token's place in this list is its
-# position in the index, which a phrase needs to step over stop words.
-_WORDS = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).build()
+_ANALYZERS = {analysis: build_analyzer(analysis) for analysis in ANALYSES}
+_ANALYZER = _ANALYZERS[DEFAULT_ANALYSIS]
 
 
 def analyze(text: str) -> list[str]:
@@ -121,9 +109,10 @@ def analyze(text: str) -> list[str]:
     return _ANALYZER.analyze(text)
 
 
-def query_terms(text: str, analysis: str = DEFAULT_ANALYSIS) -> list[str]:
-    """The terms a query asks the ``analysis`` fields for (CJK runs as bigrams)."""
-    return _QUERY_ANALYZERS[analysis].analyze(cjk_bigrams(text))
+def index_terms(text: str, analysis: str = DEFAULT_ANALYSIS) -> list[str]:
+    """The terms of ``text`` under ``analysis``, CJK runs as bigrams: what the index
+    stores for a chunk, and what a query asks of chunks of that analysis."""
+    return _ANALYZERS[analysis].analyze(cjk_bigrams(text))
 
 
 # The index's analyzer less its stemmer: a stemmer maps a token to its stem
@@ -144,14 +133,12 @@ def count_tokens(text: str) -> int:
 
 
 def phrase_terms(phrase: str, analysis: str = DEFAULT_ANALYSIS) -> list[tuple[int, str]]:
-    """The query terms of ``phrase`` with their positions (stop words leave gaps)."""
-    analyzer = _QUERY_ANALYZERS[analysis]
-    placed = []
-    for position, word in enumerate(_WORDS.analyze(cjk_bigrams(phrase))):
-        terms = analyzer.analyze(word)
-        if terms:
-            placed.append((position, terms[0]))
-    return placed
+    """The terms of ``phrase`` with their positions in the index.
+
+    Stop words are not stored (nor is their place), so a phrase steps over
+    them: "effect of a drug" is "effect drug".
+    """
+    return list(enumerate(index_terms(phrase, analysis)))
 
 
 def query_size(text: str) -> tuple[int, int]:
@@ -160,12 +147,12 @@ def query_size(text: str) -> tuple[int, int]:
     Terms are counted with repeats (a repeated term is asked for again), a
     run of CJK characters as its bigrams; phrases are the quoted groups of
     more than one term. The English count is the largest: every analysis
-    drops the English stop words from a query, some drop more. A search's
-    cost grows with both, and with the analyses that hold documents, so the
-    tool bounds them (``catalogue``).
+    drops the English stop words, some drop more. A search's cost grows with
+    both, and with the analyses that hold chunks (each may stem a word its
+    own way), so the tool bounds them (``catalogue``).
     """
     phrases = sum(1 for phrase in _PHRASE.findall(text) if len(phrase_terms(phrase)) > 1)
-    return len(query_terms(text)), phrases
+    return len(index_terms(text)), phrases
 
 
 def _build_schema() -> tantivy.Schema:
@@ -173,10 +160,12 @@ def _build_schema() -> tantivy.Schema:
     builder.add_text_field("chunk_id", stored=True, tokenizer_name="raw")
     builder.add_integer_field("report_id", indexed=True, fast=True)
     builder.add_text_field("document_id", tokenizer_name="raw")
-    # Each chunk's words go into the two fields of its own analysis only.
-    for analysis in ANALYSES:
-        builder.add_text_field(title_field(analysis), tokenizer_name=analyzer_name(analysis))
-        builder.add_text_field(text_field(analysis), tokenizer_name=analyzer_name(analysis))
+    # Every chunk's words, analysed in its own language (``index_terms``): one
+    # field for all, so that every chunk is ranked with the same statistics
+    # (a field per language would rank a chunk of a language the store holds
+    # little of by rarer terms, and as a longer text, than the rest).
+    builder.add_text_field("title", tokenizer_name=TERMS)
+    builder.add_text_field("text", tokenizer_name=TERMS)
     # Which analysis a chunk has: tells the analyses that hold chunks.
     builder.add_text_field("analysis", tokenizer_name="raw")
     builder.add_text_field("tag", tokenizer_name="raw")
@@ -350,8 +339,9 @@ class SearchIndex:
     def _load(cls, path: Path) -> SearchIndex:
         try:
             index = tantivy.Index(SCHEMA, path=str(path), reuse=True)
-            for analysis in ANALYSES:
-                index.register_tokenizer(analyzer_name(analysis), build_analyzer(analysis))
+            index.register_tokenizer(
+                TERMS, tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build()
+            )
             # We reload by hand after our own commits; the watcher picks up
             # commits made by other processes.
             index.config_reader(reload_policy="commit")
@@ -426,13 +416,13 @@ class SearchIndex:
                 workspace=chunk.workspace or NO_WORKSPACE,
                 analysis=analysis,
             )
-            title = cjk_bigrams(chunk.title)
-            document.add_text(title_field(analysis), title)
+            title = " ".join(index_terms(chunk.title, analysis))
+            document.add_text("title", title)
             # The title in every chunk's text too: a chunk is found by what
             # its report is about, not only by its own words (SciFact:
             # nDCG@10 up with the title field kept as well).
-            text = cjk_bigrams(chunk.text)
-            document.add_text(text_field(analysis), f"{title}\n{text}" if title else text)
+            text = " ".join(index_terms(chunk.text, analysis))
+            document.add_text("text", f"{title} {text}" if title else text)
             for term in tag_terms(chunk.tags):
                 document.add_text("tag", term)
             writer.add_document(document)
@@ -534,28 +524,34 @@ class SearchIndex:
                     problems.append(problem)
         return problems
 
-    def build_query(self, text: str, filters: SearchFilters) -> tantivy.Query | None:
+    def build_query(self, text: str, filters: SearchFilters) -> WordQuery | None:
         """Turn any user text into a query; None when it has no searchable term.
 
-        The text is analysed every way that holds chunks (``analyses``), each
-        asking its own fields: a chunk is in one analysis only, so it is
-        ranked by the terms of its own language.
+        The text is analysed every way that holds chunks (``analyses``): a
+        chunk's words were analysed in its own language, so each chunk is
+        asked for the terms of its language, all in one field.
         """
-        text_clauses = self._text_clauses(text, self.analyses())
+        searcher = self.searcher()
+        terms = {analysis: index_terms(text, analysis) for analysis in self.analyses(searcher)}
+        try:
+            text_clauses = self._text_clauses(text, terms, searcher)
+        except BaseException as error:
+            _raise_read_error(error, self.path)
         if not text_clauses:
             return None
+        highlight = {analysis: frozenset(found) for analysis, found in terms.items()}
         filter_clauses = self._filter_clauses(filters)
         if not filter_clauses:
             # A plain disjunction of term queries is what Tantivy ranks with
             # block-max WAND, skipping most postings: keep it plain (no
             # wrapper). Evidence is then dropped by the caller.
-            return tantivy.Query.boolean_query(text_clauses)
+            return WordQuery(tantivy.Query.boolean_query(text_clauses), highlight)
         clauses: list[tuple[tantivy.Occur, tantivy.Query]] = [
             (tantivy.Occur.Must, tantivy.Query.boolean_query(text_clauses))
         ]
         for occur_query in filter_clauses:
             clauses.append((tantivy.Occur.Must, occur_query))
-        return tantivy.Query.boolean_query(clauses)
+        return WordQuery(tantivy.Query.boolean_query(clauses), highlight)
 
     def analyses(self, searcher: tantivy.Searcher | None = None) -> list[str]:
         """The analyses that hold chunks (English alone in an empty index).
@@ -574,34 +570,50 @@ class SearchIndex:
 
     @staticmethod
     def _text_clauses(
-        text: str, analyses: Sequence[str]
+        text: str, terms: dict[str, list[str]], searcher: tantivy.Searcher
     ) -> list[tuple[tantivy.Occur, tantivy.Query]]:
+        """The query's words, each as the terms its analyses make of it (``terms``).
+
+        A word every analysis stems alike is one term. A word they stem
+        apart ("werden": "werden" in English, "werd" in German) is one term
+        for each, weighed together as one word: each is boosted so that it
+        counts with the rarity of all of them at once (Lucene's blended
+        synonym weight), or the rarer form would outweigh the common one
+        only for being rare where it was stemmed that way. A word the query
+        repeats weighs more (BM25's query-term frequency): it is simply
+        asked for again, which keeps the query a disjunction of term queries.
+        """
+        analysed = list(terms.values())
+        if not analysed or not analysed[0]:
+            return []
+        # Every analysis drops the same words (only the stemmer differs),
+        # so the n-th term of each comes from the query's n-th word.
+        words = Counter(tuple(sorted(set(forms))) for forms in zip(*analysed, strict=True))
+        phrases: dict[tuple[str, ...], None] = {}
+        for phrase in _PHRASE.findall(text):
+            for analysis in terms:
+                placed = tuple(index_terms(phrase, analysis))
+                if len(placed) > 1:
+                    phrases[placed] = None
         clauses: list[tuple[tantivy.Occur, tantivy.Query]] = []
-        phrases = _PHRASE.findall(text)
-        if not query_terms(text):
-            return clauses  # nothing but stop words: no analysis has a term
-        for analysis in analyses:
-            text_name, title_name = text_field(analysis), title_field(analysis)
-            for phrase in phrases:
-                terms = phrase_terms(phrase, analysis)
-                if len(terms) > 1:
-                    for field, boost in ((text_name, 1.0), (title_name, 0.5)):
-                        query = tantivy.Query.phrase_query(SCHEMA, field, list(terms))
-                        clauses.append(
-                            (tantivy.Occur.Should, tantivy.Query.boost_query(query, boost))
-                        )
-            # The title is indexed in every chunk's text too, so the text field
-            # alone ranks. A term the query repeats weighs more (BM25's query-term
-            # frequency): it is simply asked for again, which keeps the query a
-            # plain disjunction of term queries.
-            words = query_terms(text, analysis)
-            for term in words:
-                query = tantivy.Query.term_query(SCHEMA, text_name, term)
-                clauses.append((tantivy.Occur.Should, query))
-            for term in dict.fromkeys(words):
-                title = tantivy.Query.term_query(SCHEMA, title_name, term)
-                clauses.append((tantivy.Occur.Should, tantivy.Query.boost_query(title, 0.5)))
-        return clauses
+        for placed in phrases:
+            for field, boost in (("text", 1.0), ("title", 0.5)):
+                query = tantivy.Query.phrase_query(SCHEMA, field, list(placed))
+                clauses.append((tantivy.Occur.Should, tantivy.Query.boost_query(query, boost)))
+        # The title is indexed in every chunk's text too, so the text field
+        # alone ranks.
+        titles: list[tuple[tantivy.Occur, tantivy.Query]] = []
+        for forms, count in words.items():
+            for term, weight in _blended(forms, searcher):
+                query = tantivy.Query.term_query(SCHEMA, "text", term)
+                if weight != 1.0:
+                    query = tantivy.Query.boost_query(query, weight)
+                clauses.extend([(tantivy.Occur.Should, query)] * count)
+                title = tantivy.Query.term_query(SCHEMA, "title", term)
+                titles.append(
+                    (tantivy.Occur.Should, tantivy.Query.boost_query(title, 0.5 * weight))
+                )
+        return clauses + titles
 
     @staticmethod
     def _filter_clauses(filters: SearchFilters) -> list[tantivy.Query]:
@@ -632,9 +644,15 @@ class SearchIndex:
 
     @staticmethod
     def top(
-        query: tantivy.Query, *, limit: int, offset: int, searcher: tantivy.Searcher
+        query: WordQuery | tantivy.Query,
+        *,
+        limit: int,
+        offset: int,
+        searcher: tantivy.Searcher,
     ) -> list[tuple[float, Any]]:
         """Top hits as ``(score, address)``: cheap; loading a hit's id is not."""
+        if isinstance(query, WordQuery):
+            query = query.query
         try:
             result = searcher.search(query, limit=limit, offset=offset, count=False)
         except BaseException as error:
@@ -651,7 +669,7 @@ class SearchIndex:
 
     def snippets(
         self,
-        query: tantivy.Query,
+        query: WordQuery | tantivy.Query,
         texts: Sequence[str],
         *,
         max_chars: int = 200,
@@ -659,102 +677,156 @@ class SearchIndex:
     ) -> list[str]:
         """Highlighted fragments (HTML-escaped, matches in ``<b>``) of ``texts``.
 
-        A text is highlighted as analysed in its own field; which field that
-        is, the text does not say, so each analysis that holds chunks is tried
-        and the one that finds the most matches wins (English on a tie).
+        A text's words are matched as analysed in its own language; which
+        that is, the text does not say, so each analysis the query was built
+        for is tried and the one that matches most words wins (English on a
+        tie). A query not built here highlights nothing.
         """
-        searcher = searcher or self.searcher()
-        snippets = _Snippets(searcher, query, self.analyses(searcher), max_chars)
-        try:
-            return [snippets.of(text) for text in texts]
-        except BaseException as error:
-            _raise_read_error(error, self.path)
+        terms = query.terms if isinstance(query, WordQuery) else {}
+        return [highlight(text, terms, max_chars=max_chars) for text in texts]
 
 
-class _Snippets:
-    """The snippets of one search: a generator per field (and width), made when first needed."""
+def _blended(forms: tuple[str, ...], searcher: tantivy.Searcher) -> list[tuple[str, float]]:
+    """Each form of one word with the boost that gives it the word's blended weight.
 
-    def __init__(
-        self, searcher: tantivy.Searcher, query: tantivy.Query, analyses: list[str], max_chars: int
-    ) -> None:
-        self._searcher = searcher
-        self._query = query
-        self._fields = [text_field(analysis) for analysis in analyses]
-        self._max_chars = max_chars
-        self._generators: dict[tuple[str, int], tantivy.SnippetGenerator] = {}
-
-    def _generator(self, field: str, chars: int) -> tantivy.SnippetGenerator:
-        generator = self._generators.get((field, chars))
-        if generator is None:
-            generator = tantivy.SnippetGenerator.create(self._searcher, self._query, SCHEMA, field)
-            generator.set_max_num_chars(chars)
-            self._generators[field, chars] = generator
-        return generator
-
-    def of(self, text: str) -> str:
-        indexed, origins = cjk_bigrams_with_offsets(text)
-        # A CJK character is indexed about three times (in two bigrams, and a space).
-        chars = self._max_chars if origins is None else 3 * self._max_chars
-        best: tantivy.Snippet | None = None
-        most = 0
-        for field in self._fields:
-            snippet = self._generator(field, chars).snippet_from_doc(
-                tantivy.Document(**{field: indexed})
-            )
-            found = len(snippet.highlighted())
-            if found > most:
-                best, most = snippet, found
-        if best is None:
-            return _escape(text[: self._max_chars])
-        if origins is None:
-            return best.to_html()
-        return _cjk_snippet_html(best, text, indexed, origins, self._max_chars)
-
-
-def _cjk_snippet_html(
-    snippet: tantivy.Snippet, text: str, indexed: str, origins: list[int], max_chars: int
-) -> str:
-    """A snippet found in the bigram form of ``text``, shown in ``text`` itself.
-
-    Tantivy's ranges are byte offsets into the indexed form; ``origins``
-    maps each of its characters to the character of ``text`` it came from
-    (-1 for a space put between bigrams).
+    BM25 weighs a term by ``idf(df)``; a form is boosted by
+    ``idf(sum of the forms' df) / idf(its df)``. A form no chunk holds is
+    left out. One form is itself, unboosted.
     """
-    encoded = indexed.encode()
+    if len(forms) == 1:
+        return [(forms[0], 1.0)]
+    frequencies = {form: searcher.doc_freq("text", form) for form in forms}
+    held = {form: frequency for form, frequency in frequencies.items() if frequency > 0}
+    if not held:
+        return [(forms[0], 1.0)]  # matches nothing; keeps the query a query
+    total_docs = max(1, searcher.num_docs)
+    blended = _idf(sum(held.values()), total_docs)
+    return [(form, blended / _idf(frequency, total_docs)) for form, frequency in held.items()]
 
-    def character(offset: int) -> int:
-        return len(encoded[:offset].decode(errors="ignore"))
 
-    def original_span(start: int, end: int) -> tuple[int, int] | None:
-        placed = [origins[index] for index in range(character(start), character(end))]
-        placed = [origin for origin in placed if origin >= 0]
-        return (min(placed), max(placed) + 1) if placed else None
+def _idf(document_frequency: int, total_docs: int) -> float:
+    """BM25's inverse document frequency, as Tantivy computes it."""
+    return math.log(1 + (total_docs - document_frequency + 0.5) / (document_frequency + 0.5))
 
-    fragment = snippet.fragment_range()
-    span = original_span(fragment.start, fragment.end)
-    if span is None:
-        return ""
-    begin, stop = span
-    # Bigrams take three times the room of their text: widen the fragment
-    # back to about ``max_chars`` of the text around it.
-    stop = min(len(text), stop + max(0, max_chars - (stop - begin)) // 2)
-    begin = max(0, min(begin, stop - max_chars))
-    marks: list[tuple[int, int]] = []
-    for highlighted in snippet.highlighted():
-        found = original_span(fragment.start + highlighted.start, fragment.start + highlighted.end)
-        if found is None:
+
+@dataclass(frozen=True, slots=True)
+class WordQuery:
+    """A search of the word index: Tantivy's query, and the terms to highlight by analysis."""
+
+    query: tantivy.Query
+    terms: dict[str, frozenset[str]]
+
+
+# Each analysis less what drops tokens (stop words, long words): its terms
+# line up one for one with the words ``_WORDS`` splits a text into.
+_STEMMERS = {
+    analysis: (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.ascii_fold())
+        .filter(tantivy.Filter.stemmer(stemmer))
+        .build()
+        if stemmer is not None
+        else tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.ascii_fold())
+        .build()
+    )
+    for analysis, stemmer in ANALYSES.items()
+}
+_WORDS = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).build()
+
+
+def highlight(text: str, terms: dict[str, frozenset[str]], *, max_chars: int = 200) -> str:
+    """About ``max_chars`` of ``text`` around its best matches, HTML-escaped, matches in ``<b>``.
+
+    ``terms`` are the query's terms by analysis. The window kept is the one
+    (starting at a match) holding the most distinct matched words; without
+    a match, the text's beginning.
+    """
+    indexed, origins = cjk_bigrams_with_offsets(text)
+    words = _WORDS.analyze(indexed)
+    matched: list[int] = []
+    for analysis, wanted in terms.items():
+        stems = _STEMMERS[analysis].analyze(indexed)
+        if len(stems) != len(words):
+            continue  # not one for one (never seen): this analysis cannot show its matches
+        found = [position for position, stem in enumerate(stems) if stem in wanted]
+        if len(found) > len(matched):
+            matched = found
+    if not matched:
+        return _escape(text[:max_chars])
+    spans = _spans(indexed, words, matched)
+    if origins is not None:
+        spans = _original_spans(spans, origins)
+    return _fragment_html(text, spans, max_chars)
+
+
+def _spans(indexed: str, words: list[str], wanted: list[int]) -> list[tuple[int, int]]:
+    """Where the words at positions ``wanted`` stand in ``indexed`` (character spans)."""
+    spans = []
+    at = 0
+    targets = iter(wanted)
+    target = next(targets)
+    for position, word in enumerate(words):
+        start = indexed.find(word, at)
+        if start < 0:
+            break  # cannot happen: each word is a piece of the text, in order
+        at = start + len(word)
+        if position == target:
+            spans.append((start, at))
+            target = next(targets, -1)
+            if target < 0:
+                break
+    return spans
+
+
+def _original_spans(spans: list[tuple[int, int]], origins: list[int]) -> list[tuple[int, int]]:
+    """Spans in a text's bigram form as spans of the text; overlapping bigrams become one."""
+    merged: list[tuple[int, int]] = []
+    for start, end in spans:
+        placed = [origin for origin in origins[start:end] if origin >= 0]
+        if not placed:
             continue
-        if marks and found[0] <= marks[-1][1]:  # overlapping bigrams: one mark
-            marks[-1] = (marks[-1][0], max(marks[-1][1], found[1]))
+        span = (min(placed), max(placed) + 1)
+        if merged and span[0] <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], span[1]))
         else:
-            marks.append(found)
+            merged.append(span)
+    return merged
+
+
+def _fragment_html(text: str, spans: list[tuple[int, int]], max_chars: int) -> str:
+    best_start, best_count = spans[0][0], 0
+    for start, _ in spans:
+        inside = {text[s:e].lower() for s, e in spans if start <= s and e <= start + max_chars}
+        if len(inside) > best_count:
+            best_start, best_count = start, len(inside)
+    last_end = max(e for s, e in spans if best_start <= s and e <= best_start + max_chars)
+    # Some context before the first match: a quarter of the room the matches leave.
+    lead = max(0, max_chars - (last_end - best_start)) // 4
+    begin = max(0, min(best_start - lead, len(text) - max_chars))
+    begin = _word_start(text, begin)
+    end = min(len(text), max(last_end, begin + max_chars))
+    if end < len(text):
+        end = max(last_end, _word_start(text, end))
     pieces, at = [], begin
-    for mark_start, mark_end in marks:
-        pieces.append(_escape(text[at:mark_start]))
-        pieces.append(f"<b>{_escape(text[mark_start:mark_end])}</b>")
-        at = mark_end
-    pieces.append(_escape(text[at:stop]))
-    return "".join(pieces)
+    for start, stop in spans:
+        if start < begin or stop > end:
+            continue
+        pieces.append(_escape(text[at:start]))
+        pieces.append(f"<b>{_escape(text[start:stop])}</b>")
+        at = stop
+    pieces.append(_escape(text[at:end]))
+    return "".join(pieces).strip()
+
+
+def _word_start(text: str, at: int) -> int:
+    """``at``, moved back to the start of the word it falls in (by at most 20 characters)."""
+    floor = max(0, at - 20)
+    while at > floor and text[at - 1].isalnum() and at < len(text) and text[at].isalnum():
+        at -= 1
+    return at
 
 
 def _chunk_id(searcher: tantivy.Searcher, address: Any) -> str:

@@ -197,19 +197,19 @@ def test_another_language_is_folded_but_not_stemmed(multilingual: Store) -> None
 @pytest.mark.parametrize(
     ("query", "expected"),
     [
-        ("Hauser", "de"),  # Häuser
-        ("flickorna raknade", "sv"),  # räknade
-        ("rivière", "fr"),
-        ("riviere", "fr"),
-        ("pchelakh", None),  # no transliteration: Cyrillic stays Cyrillic
-        ("boker", "nb"),  # bøker, folded, then stemmed as Norwegian
+        ("Hauser", {"de"}),  # Häuser
+        ("flickorna raknade", {"sv"}),  # räknade
+        # French rivière and Dutch rivier share a stem: both are found.
+        ("rivière", {"fr", "nl"}),
+        ("riviere", {"fr", "nl"}),
+        ("pchelakh", set()),  # no transliteration: Cyrillic stays Cyrillic
+        ("boker", {"nb"}),  # bøker, folded, then stemmed as Norwegian
     ],
 )
 def test_accents_are_folded_in_every_analysis(
-    multilingual: Store, query: str, expected: str | None
+    multilingual: Store, query: str, expected: set[str]
 ) -> None:
-    keys = _keys(multilingual, _search(multilingual, query))
-    assert keys[:1] == ([expected] if expected else [])
+    assert set(_keys(multilingual, _search(multilingual, query))) == expected
 
 
 @pytest.mark.parametrize(
