@@ -47,6 +47,7 @@ from researchstore.language import (
 
 #: Bump when the fields or the analyzer change: older indexes are rebuilt.
 INDEX_SCHEMA_VERSION = 4
+ANALYZER = "rs_en"
 
 _PHRASE = re.compile(r'"([^"]+)"')
 #: The ``workspace`` term of every chunk that is not workspace evidence. A
@@ -86,22 +87,23 @@ def build_analyzer(analysis: str = DEFAULT_ANALYSIS) -> tantivy.TextAnalyzer:
         tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
         .filter(tantivy.Filter.remove_long(40))
         .filter(tantivy.Filter.lowercase())
-    )
-    builder = builder.filter(tantivy.Filter.ascii_fold()).filter(
-        tantivy.Filter.custom_stopword(STOPWORDS)
+        .filter(tantivy.Filter.ascii_fold())
+        .filter(tantivy.Filter.custom_stopword(STOPWORDS))
     )
     if stemmer is not None:
         builder = builder.filter(tantivy.Filter.stemmer(stemmer))
     return builder.build()
 
 
-#: The tokenizer of the ``text`` and ``title`` fields: they are given terms
-#: already analysed (``index_terms``), one space between each.
-TERMS = "rs_terms"
-
-
 _ANALYZERS = {analysis: build_analyzer(analysis) for analysis in ANALYSES}
 _ANALYZER = _ANALYZERS[DEFAULT_ANALYSIS]
+#: Ends every term of a chunk not analysed as English. The ``text`` and
+#: ``title`` fields are analysed as English by Tantivy itself (in its
+#: indexing threads, at no cost to English chunks); a chunk of another
+#: language is analysed here, and its terms given to those fields marked, so
+#: the English stemmer, which strips no suffix that ends in a digit, leaves
+#: them as they are (``test_languages`` checks it).
+MARK = "0"
 
 
 def analyze(text: str) -> list[str]:
@@ -110,9 +112,33 @@ def analyze(text: str) -> list[str]:
 
 
 def index_terms(text: str, analysis: str = DEFAULT_ANALYSIS) -> list[str]:
-    """The terms of ``text`` under ``analysis``, CJK runs as bigrams: what the index
-    stores for a chunk, and what a query asks of chunks of that analysis."""
-    return _ANALYZERS[analysis].analyze(cjk_bigrams(text))
+    """The terms of ``text`` under ``analysis`` as the index holds them (CJK runs as
+    bigrams, marked unless English): what a query asks of chunks of that analysis."""
+    if analysis == DEFAULT_ANALYSIS:
+        return _ANALYZER.analyze(cjk_bigrams(text))
+    return [term + MARK for term in _own_terms(text, analysis)]
+
+
+def indexed_text(text: str, analysis: str) -> str:
+    """What the index is given of a chunk's ``text`` under ``analysis`` (to analyse as English)."""
+    if analysis == DEFAULT_ANALYSIS:
+        return cjk_bigrams(text)
+    terms = _own_terms(text, analysis)
+    return f"{MARK} ".join(terms) + MARK if terms else ""
+
+
+def _own_terms(text: str, analysis: str) -> list[str]:
+    """The terms of ``text`` under an analysis other than English, unmarked.
+
+    A term is one word again when the index splits it: a mark that lower-
+    casing leaves and folding does not remove (``İ`` lower-cased is ``i``
+    and a combining dot) is dropped, or the term would be two.
+    """
+    terms = _ANALYZERS[analysis].analyze(cjk_bigrams(text))
+    return [
+        term if term.isalnum() else "".join(c for c in term if c.isalnum()) or term
+        for term in terms
+    ]
 
 
 # The index's analyzer less its stemmer: a stemmer maps a token to its stem
@@ -132,13 +158,25 @@ def count_tokens(text: str) -> int:
     return len(_COUNTER.analyze(text))
 
 
-def phrase_terms(phrase: str, analysis: str = DEFAULT_ANALYSIS) -> list[tuple[int, str]]:
-    """The terms of ``phrase`` with their positions in the index.
+# The same tokens before any is dropped: a token's place in this list is its
+# position in the index, which a phrase needs to step over stop words.
+_WORDS = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).build()
 
-    Stop words are not stored (nor is their place), so a phrase steps over
-    them: "effect of a drug" is "effect drug".
+
+def phrase_terms(phrase: str, analysis: str = DEFAULT_ANALYSIS) -> list[tuple[int, str]]:
+    """The terms of ``phrase`` under ``analysis`` with their positions in the index.
+
+    In English text a stop word leaves a gap; a chunk of another language
+    is given to the index as its terms alone, one after the other.
     """
-    return list(enumerate(index_terms(phrase, analysis)))
+    if analysis != DEFAULT_ANALYSIS:
+        return list(enumerate(index_terms(phrase, analysis)))
+    placed = []
+    for position, word in enumerate(_WORDS.analyze(cjk_bigrams(phrase))):
+        terms = _ANALYZER.analyze(word)
+        if terms:
+            placed.append((position, terms[0]))
+    return placed
 
 
 def query_size(text: str) -> tuple[int, int]:
@@ -146,10 +184,10 @@ def query_size(text: str) -> tuple[int, int]:
 
     Terms are counted with repeats (a repeated term is asked for again), a
     run of CJK characters as its bigrams; phrases are the quoted groups of
-    more than one term. The English count is the largest: every analysis
-    drops the English stop words, some drop more. A search's cost grows with
-    both, and with the analyses that hold chunks (each may stem a word its
-    own way), so the tool bounds them (``catalogue``).
+    more than one term. Every analysis drops the same words, so each asks
+    for as many. A search's cost grows with both, and with the analyses
+    that hold chunks (each may stem a word its own way), so the tool bounds
+    them (``catalogue``).
     """
     phrases = sum(1 for phrase in _PHRASE.findall(text) if len(phrase_terms(phrase)) > 1)
     return len(index_terms(text)), phrases
@@ -160,12 +198,13 @@ def _build_schema() -> tantivy.Schema:
     builder.add_text_field("chunk_id", stored=True, tokenizer_name="raw")
     builder.add_integer_field("report_id", indexed=True, fast=True)
     builder.add_text_field("document_id", tokenizer_name="raw")
-    # Every chunk's words, analysed in its own language (``index_terms``): one
-    # field for all, so that every chunk is ranked with the same statistics
-    # (a field per language would rank a chunk of a language the store holds
-    # little of by rarer terms, and as a longer text, than the rest).
-    builder.add_text_field("title", tokenizer_name=TERMS)
-    builder.add_text_field("text", tokenizer_name=TERMS)
+    # Every chunk's words, analysed in its own language (``indexed_text``):
+    # one field for all, so that every chunk is ranked with the same
+    # statistics (a field per language would rank a chunk of a language the
+    # store holds little of by rarer terms, and as a longer text, than the
+    # rest: Tantivy's BM25 takes the mean length over every document).
+    builder.add_text_field("title", tokenizer_name=ANALYZER)
+    builder.add_text_field("text", tokenizer_name=ANALYZER)
     # Which analysis a chunk has: tells the analyses that hold chunks.
     builder.add_text_field("analysis", tokenizer_name="raw")
     builder.add_text_field("tag", tokenizer_name="raw")
@@ -339,9 +378,7 @@ class SearchIndex:
     def _load(cls, path: Path) -> SearchIndex:
         try:
             index = tantivy.Index(SCHEMA, path=str(path), reuse=True)
-            index.register_tokenizer(
-                TERMS, tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build()
-            )
+            index.register_tokenizer(ANALYZER, build_analyzer())
             # We reload by hand after our own commits; the watcher picks up
             # commits made by other processes.
             index.config_reader(reload_policy="commit")
@@ -416,13 +453,13 @@ class SearchIndex:
                 workspace=chunk.workspace or NO_WORKSPACE,
                 analysis=analysis,
             )
-            title = " ".join(index_terms(chunk.title, analysis))
+            title = indexed_text(chunk.title, analysis)
             document.add_text("title", title)
             # The title in every chunk's text too: a chunk is found by what
             # its report is about, not only by its own words (SciFact:
             # nDCG@10 up with the title field kept as well).
-            text = " ".join(index_terms(chunk.text, analysis))
-            document.add_text("text", f"{title} {text}" if title else text)
+            text = indexed_text(chunk.text, analysis)
+            document.add_text("text", f"{title}\n{text}" if title else text)
             for term in tag_terms(chunk.tags):
                 document.add_text("tag", term)
             writer.add_document(document)
@@ -539,7 +576,9 @@ class SearchIndex:
             _raise_read_error(error, self.path)
         if not text_clauses:
             return None
-        highlight = {analysis: frozenset(found) for analysis, found in terms.items()}
+        highlight = {
+            analysis: frozenset(_unmarked(found, analysis)) for analysis, found in terms.items()
+        }
         filter_clauses = self._filter_clauses(filters)
         if not filter_clauses:
             # A plain disjunction of term queries is what Tantivy ranks with
@@ -589,10 +628,10 @@ class SearchIndex:
         # Every analysis drops the same words (only the stemmer differs),
         # so the n-th term of each comes from the query's n-th word.
         words = Counter(tuple(sorted(set(forms))) for forms in zip(*analysed, strict=True))
-        phrases: dict[tuple[str, ...], None] = {}
+        phrases: dict[tuple[tuple[int, str], ...], None] = {}
         for phrase in _PHRASE.findall(text):
             for analysis in terms:
-                placed = tuple(index_terms(phrase, analysis))
+                placed = tuple(phrase_terms(phrase, analysis))
                 if len(placed) > 1:
                     phrases[placed] = None
         clauses: list[tuple[tantivy.Occur, tantivy.Query]] = []
@@ -686,6 +725,12 @@ class SearchIndex:
         return [highlight(text, terms, max_chars=max_chars) for text in texts]
 
 
+def _unmarked(terms: list[str], analysis: str) -> list[str]:
+    if analysis == DEFAULT_ANALYSIS:
+        return terms
+    return [term[: -len(MARK)] for term in terms]
+
+
 def _blended(forms: tuple[str, ...], searcher: tantivy.Searcher) -> list[tuple[str, float]]:
     """Each form of one word with the boost that gives it the word's blended weight.
 
@@ -734,7 +779,6 @@ _STEMMERS = {
     )
     for analysis, stemmer in ANALYSES.items()
 }
-_WORDS = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).build()
 
 
 def highlight(text: str, terms: dict[str, frozenset[str]], *, max_chars: int = 200) -> str:

@@ -16,9 +16,18 @@ import pytest
 from helpers import write_report
 
 from researchstore import Store
-from researchstore.index import INDEX_SCHEMA_VERSION, SearchIndex, analyze, query_size
+from researchstore.index import (
+    INDEX_SCHEMA_VERSION,
+    MARK,
+    SearchIndex,
+    analyze,
+    index_terms,
+    indexed_text,
+    query_size,
+)
 from researchstore.ingest.inspect import describe_file
 from researchstore.language import (
+    ANALYSES,
     analysis_key,
     cjk_bigrams,
     cjk_bigrams_with_offsets,
@@ -346,6 +355,20 @@ def test_cjk_runs_become_bigrams_and_map_back() -> None:
     assert origins is not None and len(origins) == len(indexed)
     assert all(indexed[at] == text[origin] for at, origin in enumerate(origins) if origin >= 0)
     assert cjk_bigrams_with_offsets("plain") == ("plain", None)
+
+
+@pytest.mark.parametrize("analysis", [a for a in ANALYSES if a != "en"])
+def test_the_index_leaves_the_terms_of_another_language_as_they_are(analysis: str) -> None:
+    # The index analyses every text as English; a chunk of another language
+    # reaches it as its own terms, marked so that nothing changes them.
+    texts = [text for _, text, _, _ in STEMMED] + [CHINESE, JAPANESE, KOREAN]
+    texts.append("İnsan hakları, Ağaçlar ve Çiçekler; Straße, œuvre, Ærø, ﬁnance")
+    for text in texts:
+        terms = index_terms(text, analysis)
+        assert all(term.endswith(MARK) for term in terms)
+        assert analyze(indexed_text(text, analysis)) == terms
+    # English chunks are given to the index as they are.
+    assert indexed_text("The hives", "en") == "The hives"
 
 
 def test_query_size_counts_cjk_bigrams_and_every_analysis_asks_no_more() -> None:
