@@ -43,6 +43,7 @@ from researchstore.language import (
     analysis_key,
     cjk_bigrams,
     cjk_bigrams_with_offsets,
+    has_cjk,
 )
 
 #: Bump when the fields or the analyzer change: older indexes are rebuilt.
@@ -721,8 +722,26 @@ class SearchIndex:
         for is tried and the one that matches most words wins (English on a
         tie). A query not built here highlights nothing.
         """
+        searcher = searcher or self.searcher()
         terms = query.terms if isinstance(query, WordQuery) else {}
-        return [highlight(text, terms, max_chars=max_chars) for text in texts]
+        tantivy_query = query.query if isinstance(query, WordQuery) else query
+        try:
+            generator = tantivy.SnippetGenerator.create(searcher, tantivy_query, SCHEMA, "text")
+        except BaseException as error:
+            _raise_read_error(error, self.path)
+        generator.set_max_num_chars(max_chars)
+        other_languages = any(analysis != DEFAULT_ANALYSIS for analysis in terms)
+        out = []
+        for text in texts:
+            # Tantivy cuts the snippet of an English text, as it analysed it;
+            # a text another analysis matches better, or with CJK runs, is cut here.
+            cjk = has_cjk(text)
+            if cjk or (other_languages and _best_matches(text, terms)[0] != DEFAULT_ANALYSIS):
+                out.append(highlight(text, terms, max_chars=max_chars))
+                continue
+            html = generator.snippet_from_doc(tantivy.Document(text=text)).to_html()
+            out.append(html or _escape(text[:max_chars]))
+        return out
 
 
 def _unmarked(terms: list[str], analysis: str) -> list[str]:
@@ -789,33 +808,52 @@ def highlight(text: str, terms: dict[str, frozenset[str]], *, max_chars: int = 2
     a match, the text's beginning.
     """
     indexed, origins = cjk_bigrams_with_offsets(text)
-    words = _WORDS.analyze(indexed)
-    matched: list[int] = []
-    for analysis, wanted in terms.items():
-        stems = _STEMMERS[analysis].analyze(indexed)
-        if len(stems) != len(words):
-            continue  # not one for one (never seen): this analysis cannot show its matches
-        found = [position for position, stem in enumerate(stems) if stem in wanted]
-        if len(found) > len(matched):
-            matched = found
+    _, matched, words = _best_matches(indexed, terms)
     if not matched:
         return _escape(text[:max_chars])
-    spans = _spans(indexed, words, matched)
+    spans = _word_spans(indexed, matched, words)
     if origins is not None:
         spans = _original_spans(spans, origins)
     return _fragment_html(text, spans, max_chars)
 
 
-def _spans(indexed: str, words: list[str], wanted: list[int]) -> list[tuple[int, int]]:
-    """Where the words at positions ``wanted`` stand in ``indexed`` (character spans)."""
+def _best_matches(
+    indexed: str, terms: dict[str, frozenset[str]]
+) -> tuple[str | None, list[int], int]:
+    """The analysis under which most words of ``indexed`` match, their positions,
+    and how many words ``indexed`` has.
+
+    English first: another analysis wins only with more matches.
+    """
+    best: str | None = None
+    matched: list[int] = []
+    words = 0
+    for analysis, wanted in sorted(terms.items(), key=lambda item: item[0] != DEFAULT_ANALYSIS):
+        stems = _STEMMERS[analysis].analyze(indexed)
+        words = len(stems)
+        found = [position for position, stem in enumerate(stems) if stem in wanted]
+        if len(found) > len(matched):
+            best, matched = analysis, found
+    return best, matched, words
+
+
+# Tantivy's simple tokenizer splits on what is not alphanumeric; so does this
+# for every script but a few (marks Rust counts as letters): ``_word_spans``
+# checks the count and falls back to finding Tantivy's own words.
+_WORD = re.compile(r"[^\W_]+")
+
+
+def _word_spans(indexed: str, wanted: list[int], words: int) -> list[tuple[int, int]]:
+    """Where the words at positions ``wanted`` of the ``words`` in ``indexed`` stand."""
+    found = [match.span() for match in _WORD.finditer(indexed)]
+    if len(found) == words:
+        return [found[position] for position in wanted]
     spans = []
     at = 0
     targets = iter(wanted)
     target = next(targets)
-    for position, word in enumerate(words):
+    for position, word in enumerate(_WORDS.analyze(indexed)):
         start = indexed.find(word, at)
-        if start < 0:
-            break  # cannot happen: each word is a piece of the text, in order
         at = start + len(word)
         if position == target:
             spans.append((start, at))
