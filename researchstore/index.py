@@ -735,10 +735,11 @@ class SearchIndex:
         for text in texts:
             # Tantivy cuts the snippet of an English text, as it analysed it;
             # a text another analysis matches better, or with CJK runs, is cut here.
-            cjk = has_cjk(text)
-            if cjk or (other_languages and _best_matches(text, terms)[0] != DEFAULT_ANALYSIS):
-                out.append(highlight(text, terms, max_chars=max_chars))
-                continue
+            if other_languages or has_cjk(text):
+                matches = _matches(text, terms)
+                if matches.origins is not None or matches.analysis not in (None, "en"):
+                    out.append(_highlight_matches(text, matches, max_chars))
+                    continue
             html = generator.snippet_from_doc(tantivy.Document(text=text)).to_html()
             out.append(html or _escape(text[:max_chars]))
         return out
@@ -781,23 +782,64 @@ class WordQuery:
     terms: dict[str, frozenset[str]]
 
 
-# Each analysis less what drops tokens (stop words, long words): its terms
-# line up one for one with the words ``_WORDS`` splits a text into.
+# A text's words lower-cased and folded, one for one with the words
+# ``_WORDS`` splits it into (nothing is dropped); then each analysis's
+# stemmer alone, for words already folded.
+_FOLDED = (
+    tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+    .filter(tantivy.Filter.lowercase())
+    .filter(tantivy.Filter.ascii_fold())
+    .build()
+)
 _STEMMERS = {
     analysis: (
-        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-        .filter(tantivy.Filter.lowercase())
-        .filter(tantivy.Filter.ascii_fold())
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace())
         .filter(tantivy.Filter.stemmer(stemmer))
         .build()
         if stemmer is not None
-        else tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-        .filter(tantivy.Filter.lowercase())
-        .filter(tantivy.Filter.ascii_fold())
-        .build()
+        else None
     )
     for analysis, stemmer in ANALYSES.items()
 }
+#: A stem starts as its word does, folded: a word is stemmed only when its
+#: first characters are those of some term.
+_PREFIX = 3
+
+
+@dataclass(slots=True)
+class _Matches:
+    """Which words of a text (in its bigram form) a query matches, under which analysis."""
+
+    indexed: str
+    origins: list[int] | None
+    analysis: str | None
+    positions: list[int]
+    words: int
+
+
+def _matches(text: str, terms: dict[str, frozenset[str]]) -> _Matches:
+    """The analysis under which most words of ``text`` match the query, and where.
+
+    English first: another analysis wins only with more matches.
+    """
+    indexed, origins = cjk_bigrams_with_offsets(text)
+    folded = _FOLDED.analyze(indexed)
+    prefixes = {term[:_PREFIX] for wanted in terms.values() for term in wanted}
+    candidates = [position for position, word in enumerate(folded) if word[:_PREFIX] in prefixes]
+    best: str | None = None
+    matched: list[int] = []
+    if candidates:
+        words = " ".join(folded[position] for position in candidates)
+        for analysis in sorted(terms, key=lambda analysis: analysis != DEFAULT_ANALYSIS):
+            stemmer = _STEMMERS[analysis]
+            stems = stemmer.analyze(words) if stemmer is not None else words.split(" ")
+            if len(stems) != len(candidates):
+                continue  # a folded word that is not one word (never seen): no highlight
+            wanted = terms[analysis]
+            found = [candidates[i] for i, stem in enumerate(stems) if stem in wanted]
+            if len(found) > len(matched):
+                best, matched = analysis, found
+    return _Matches(indexed, origins, best, matched, len(folded))
 
 
 def highlight(text: str, terms: dict[str, frozenset[str]], *, max_chars: int = 200) -> str:
@@ -807,34 +849,16 @@ def highlight(text: str, terms: dict[str, frozenset[str]], *, max_chars: int = 2
     (starting at a match) holding the most distinct matched words; without
     a match, the text's beginning.
     """
-    indexed, origins = cjk_bigrams_with_offsets(text)
-    _, matched, words = _best_matches(indexed, terms)
-    if not matched:
+    return _highlight_matches(text, _matches(text, terms), max_chars)
+
+
+def _highlight_matches(text: str, matches: _Matches, max_chars: int) -> str:
+    if not matches.positions:
         return _escape(text[:max_chars])
-    spans = _word_spans(indexed, matched, words)
-    if origins is not None:
-        spans = _original_spans(spans, origins)
+    spans = _word_spans(matches.indexed, matches.positions, matches.words)
+    if matches.origins is not None:
+        spans = _original_spans(spans, matches.origins)
     return _fragment_html(text, spans, max_chars)
-
-
-def _best_matches(
-    indexed: str, terms: dict[str, frozenset[str]]
-) -> tuple[str | None, list[int], int]:
-    """The analysis under which most words of ``indexed`` match, their positions,
-    and how many words ``indexed`` has.
-
-    English first: another analysis wins only with more matches.
-    """
-    best: str | None = None
-    matched: list[int] = []
-    words = 0
-    for analysis, wanted in sorted(terms.items(), key=lambda item: item[0] != DEFAULT_ANALYSIS):
-        stems = _STEMMERS[analysis].analyze(indexed)
-        words = len(stems)
-        found = [position for position, stem in enumerate(stems) if stem in wanted]
-        if len(found) > len(matched):
-            best, matched = analysis, found
-    return best, matched, words
 
 
 # Tantivy's simple tokenizer splits on what is not alphanumeric; so does this
