@@ -37,6 +37,7 @@ import tantivy
 from researchstore.db import no_space_left
 from researchstore.derived import IndexDamaged, IndexedChunk, is_panic
 from researchstore.filters import SearchFilters, tag_terms
+from researchstore.fragments import escape_html, fragment_html, original_spans
 from researchstore.language import (
     ANALYSES,
     DEFAULT_ANALYSIS,
@@ -741,7 +742,7 @@ class SearchIndex:
                     out.append(_highlight_matches(text, matches, max_chars))
                     continue
             html = generator.snippet_from_doc(tantivy.Document(text=text)).to_html()
-            out.append(html or _escape(text[:max_chars]))
+            out.append(html or escape_html(text[:max_chars]))
         return out
 
 
@@ -854,11 +855,11 @@ def highlight(text: str, terms: dict[str, frozenset[str]], *, max_chars: int = 2
 
 def _highlight_matches(text: str, matches: _Matches, max_chars: int) -> str:
     if not matches.positions:
-        return _escape(text[:max_chars])
+        return escape_html(text[:max_chars])
     spans = _word_spans(matches.indexed, matches.positions, matches.words)
     if matches.origins is not None:
-        spans = _original_spans(spans, matches.origins)
-    return _fragment_html(text, spans, max_chars)
+        spans = original_spans(spans, matches.origins)
+    return fragment_html(text, spans, max_chars)
 
 
 # Tantivy's simple tokenizer splits on what is not alphanumeric; so does this
@@ -887,57 +888,5 @@ def _word_spans(indexed: str, wanted: list[int], words: int) -> list[tuple[int, 
     return spans
 
 
-def _original_spans(spans: list[tuple[int, int]], origins: list[int]) -> list[tuple[int, int]]:
-    """Spans in a text's bigram form as spans of the text; overlapping bigrams become one."""
-    merged: list[tuple[int, int]] = []
-    for start, end in spans:
-        placed = [origin for origin in origins[start:end] if origin >= 0]
-        if not placed:
-            continue
-        span = (min(placed), max(placed) + 1)
-        if merged and span[0] <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], span[1]))
-        else:
-            merged.append(span)
-    return merged
-
-
-def _fragment_html(text: str, spans: list[tuple[int, int]], max_chars: int) -> str:
-    best_start, best_count = spans[0][0], 0
-    for start, _ in spans:
-        inside = {text[s:e].lower() for s, e in spans if start <= s and e <= start + max_chars}
-        if len(inside) > best_count:
-            best_start, best_count = start, len(inside)
-    last_end = max(e for s, e in spans if best_start <= s and e <= best_start + max_chars)
-    # Some context before the first match: a quarter of the room the matches leave.
-    lead = max(0, max_chars - (last_end - best_start)) // 4
-    begin = max(0, min(best_start - lead, len(text) - max_chars))
-    begin = _word_start(text, begin)
-    end = min(len(text), max(last_end, begin + max_chars))
-    if end < len(text):
-        end = max(last_end, _word_start(text, end))
-    pieces, at = [], begin
-    for start, stop in spans:
-        if start < begin or stop > end:
-            continue
-        pieces.append(_escape(text[at:start]))
-        pieces.append(f"<b>{_escape(text[start:stop])}</b>")
-        at = stop
-    pieces.append(_escape(text[at:end]))
-    return "".join(pieces).strip()
-
-
-def _word_start(text: str, at: int) -> int:
-    """``at``, moved back to the start of the word it falls in (by at most 20 characters)."""
-    floor = max(0, at - 20)
-    while at > floor and text[at - 1].isalnum() and at < len(text) and text[at].isalnum():
-        at -= 1
-    return at
-
-
 def _chunk_id(searcher: tantivy.Searcher, address: Any) -> str:
     return str(searcher.doc(address).get_first("chunk_id"))
-
-
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -64,8 +64,9 @@ DETECTED_LANGUAGES = (
     "en no nn sv da de fr es pt it nl fi ru zh ja ko "
     "pl cs sk uk tr el hu ro ar he fa hi is et lv lt id vi"
 ).split()
-#: The first characters of a document that detection reads.
-DETECTION_CHARS = 4000
+#: The first characters of a document that detection reads (its time grows
+#: with them: about 0.4 ms here).
+DETECTION_CHARS = 1500
 #: Fewer letters than this is too little text to tell a language by. A CJK
 #: character, about a word in itself, counts as ``CJK_LETTER_WEIGHT``.
 MIN_DETECTION_LETTERS = 20
