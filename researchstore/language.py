@@ -65,8 +65,8 @@ DETECTED_LANGUAGES = (
     "pl cs sk uk tr el hu ro ar he fa hi is et lv lt id vi"
 ).split()
 #: The first characters of a document that detection reads (its time grows
-#: with them: about 0.4 ms here).
-DETECTION_CHARS = 1500
+#: with them: about 0.25 ms here).
+DETECTION_CHARS = 600
 #: Fewer letters than this is too little text to tell a language by. A CJK
 #: character, about a word in itself, counts as ``CJK_LETTER_WEIGHT``.
 MIN_DETECTION_LETTERS = 20
@@ -74,7 +74,6 @@ CJK_LETTER_WEIGHT = 3
 #: Below this probability (among ``DETECTED_LANGUAGES``) the language is left unknown.
 MIN_CONFIDENCE = 0.5
 
-_LETTER = re.compile(r"[^\W\d_]")
 # Han (with its extensions and compatibility forms), Hiragana, Katakana (and
 # its half-width forms), Hangul syllables and jamo, and the marks that stand
 # inside such runs (々, 〆, the long vowel mark ー is in the Katakana block).
@@ -183,14 +182,42 @@ def detect_language(text: str) -> str | None:
     every document was before, and a query finds it in every analysis anyway.
     """
     sample = text[:DETECTION_CHARS]
-    cjk = sum(len(run) for run in _CJK_RUN.findall(sample))
-    letters = len(_LETTER.findall(sample)) + (CJK_LETTER_WEIGHT - 1) * cjk
+    words = _WORDS.findall(sample)
+    letters = sum(map(len, words))
+    if has_cjk(sample):
+        letters += (CJK_LETTER_WEIGHT - 1) * sum(map(len, _CJK_RUN.findall(sample)))
     if letters < MIN_DETECTION_LETTERS:
         return None
+    if _looks_english(words):
+        return "en"
     language, confidence = _identifier().classify(sample)
     if confidence < MIN_CONFIDENCE:
         return None
     return str(language)
+
+
+#: English function words (Lucene's stop words). A fifth or more of the
+#: words of nearly every English text are these (95% of SciFact's abstracts,
+#: 90% of the English trafilatura pages); under a sixth of any other
+#: language's (the most, 17%, a German page quoting English).
+_ENGLISH_FUNCTION_WORDS = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their "
+    "then there these they this to was will with".split()
+)
+_WORDS = re.compile(r"[^\W\d_]+")
+
+
+def _looks_english(words: list[str]) -> bool:
+    """Whether ``words`` are plainly English: 40 or more, a fifth of them function words.
+
+    py3langid walks the text a byte at a time in Python (about 0.3 ms for
+    600 characters, more than parsing a short document takes): this look,
+    ten times cheaper, spares it the commonest case.
+    """
+    if len(words) < 40:
+        return False
+    function_words = sum(1 for word in words if word.lower() in _ENGLISH_FUNCTION_WORDS)
+    return function_words >= len(words) / 5
 
 
 @cache
