@@ -5,8 +5,14 @@ holds nothing that SQLite does not, lives in ``STORE.db.index/`` and follows
 SQLite through ``sync.IndexSync``.
 
 Queries are never given to Tantivy's query parser: user text is analysed with
-the index's own analyzer and turned into term and phrase queries here, so no
+the index's own analyzers and turned into term and phrase queries here, so no
 input can raise a parse error.
+
+Each chunk's words are analysed in its document's language
+(``language.analysis_key``), all in one ``text`` field: English by Tantivy,
+any other language here, its terms marked so that the English analysis
+leaves them be (``MARK``). A query asks for its words as every analysis
+that holds chunks makes them, the forms of one word weighed as one.
 
 Damage is Tantivy's to find and this module's to name: a folder whose
 ``meta.json`` or segment files are missing or empty is refused on opening,

@@ -299,6 +299,9 @@ def test_a_caption_and_a_text_declare_their_language(tmp_path: Path) -> None:
         (CHINESE, "zh"),
         (JAPANESE, "ja"),
         (KOREAN, "ko"),
+        # Long enough for the look at English function words (40 words).
+        (" ".join(STEMMED[0][1] for _ in range(6)), "en"),
+        (" ".join(STEMMED[5][1] for _ in range(6)) + " the mites of the hive", "de"),
     ],
 )
 def test_detection(text: str, expected: str | None) -> None:
