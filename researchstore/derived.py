@@ -35,6 +35,9 @@ class IndexedChunk:
     kind: str
     #: The workspace of an evidence chunk; None for every other chunk.
     workspace: str | None = None
+    #: Its document's language (declared or detected), which chooses the
+    #: chunk's analysis; None when not known.
+    language: str | None = None
 
 
 class IndexDamaged(StoreDamaged):
@@ -166,7 +169,7 @@ def indexed_chunks(
     cursor = conn.execute(
         "SELECT c.chunk_id, c.report_id, d.document_id, r.title AS report_title, "
         "d.title AS document_title, c.text, r.tags, r.date, s.name AS source, d.kind, "
-        "e.workspace_id FROM chunks c "
+        "e.workspace_id, d.language FROM chunks c "
         "JOIN documents d ON d.id = c.document_rowid "
         "JOIN reports r ON r.report_id = c.report_id JOIN sources s ON s.id = r.source_id "
         # Evidence is indexed under its workspace.
@@ -190,4 +193,5 @@ def indexed_chunks(
             source=row["source"],
             kind=row["kind"],
             workspace=row["workspace_id"],
+            language=row["language"],
         )

@@ -5,8 +5,14 @@ holds nothing that SQLite does not, lives in ``STORE.db.index/`` and follows
 SQLite through ``sync.IndexSync``.
 
 Queries are never given to Tantivy's query parser: user text is analysed with
-the index's own analyzer and turned into term and phrase queries here, so no
+the index's own analyzers and turned into term and phrase queries here, so no
 input can raise a parse error.
+
+Each chunk's words are analysed in its document's language
+(``language.analysis_key``), all in one ``text`` field: English by Tantivy,
+any other language here, its terms marked so that the English analysis
+leaves them be (``MARK``). A query asks for its words as every analysis
+that holds chunks makes them, the forms of one word weighed as one.
 
 Damage is Tantivy's to find and this module's to name: a folder whose
 ``meta.json`` or segment files are missing or empty is refused on opening,
@@ -21,12 +27,15 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import re
 import sqlite3
 import struct
 import zlib
+from collections import Counter
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, NoReturn
 
@@ -41,9 +50,18 @@ from researchstore.derived import (
     is_panic,
 )
 from researchstore.filters import SearchFilters, tag_terms
+from researchstore.fragments import escape_html, fragment_html, original_spans
+from researchstore.language import (
+    ANALYSES,
+    DEFAULT_ANALYSIS,
+    analysis_key,
+    cjk_bigrams,
+    cjk_bigrams_with_offsets,
+    has_cjk,
+)
 
 #: Bump when the fields or the analyzer change: older indexes are rebuilt.
-INDEX_SCHEMA_VERSION = 3
+INDEX_SCHEMA_VERSION = 4
 ANALYZER = "rs_en"
 
 _PHRASE = re.compile(r'"([^"]+)"')
@@ -64,28 +82,78 @@ STOPWORDS = (
 ).split()
 
 
-def build_analyzer() -> tantivy.TextAnalyzer:
-    """English: split on non-alphanumerics, lower-case, fold accents, drop stop words, stem."""
-    return (
+def build_analyzer(analysis: str = DEFAULT_ANALYSIS) -> tantivy.TextAnalyzer:
+    """One analysis (``language.ANALYSES``): split on non-alphanumerics, lower-case,
+    fold accents, drop the English stop words, stem.
+
+    Accents are folded before stemming, so a word written with or without
+    them has one stem. Every analysis drops the English stop words, and
+    only those: a query then asks no analysis for more terms than it asks
+    the English one for (which ``query_size`` bounds), and a word that is a
+    stop word in one language alone ("die", "und", "og") stays a common
+    term, weighed as such, in every analysis. With each language's own list,
+    such words went missing from the chunks of that language only, and a
+    query's other analyses asked for them as rare terms: known-item search
+    on German pages lost 10 points of rank-1 rate
+    (``bench/quality_known_item.py``).
+    """
+    stemmer = ANALYSES[analysis]
+    builder = (
         tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
         .filter(tantivy.Filter.remove_long(40))
         .filter(tantivy.Filter.lowercase())
         .filter(tantivy.Filter.ascii_fold())
         .filter(tantivy.Filter.custom_stopword(STOPWORDS))
-        .filter(tantivy.Filter.stemmer("english"))
-        .build()
     )
+    if stemmer is not None:
+        builder = builder.filter(tantivy.Filter.stemmer(stemmer))
+    return builder.build()
 
 
-_ANALYZER = build_analyzer()
-# The same tokens before any is dropped: a token's place in this list is its
-# position in the index, which a phrase needs to step over stop words.
-_WORDS = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).build()
+_ANALYZERS = {analysis: build_analyzer(analysis) for analysis in ANALYSES}
+_ANALYZER = _ANALYZERS[DEFAULT_ANALYSIS]
+#: Ends every term of a chunk not analysed as English. The ``text`` and
+#: ``title`` fields are analysed as English by Tantivy itself (in its
+#: indexing threads, at no cost to English chunks); a chunk of another
+#: language is analysed here, and its terms given to those fields marked, so
+#: the English stemmer, which strips no suffix that ends in a digit, leaves
+#: them as they are (``test_languages`` checks it).
+MARK = "0"
 
 
 def analyze(text: str) -> list[str]:
-    """The terms the index stores for ``text``."""
+    """The terms the index stores for ``text`` in English."""
     return _ANALYZER.analyze(text)
+
+
+def index_terms(text: str, analysis: str = DEFAULT_ANALYSIS) -> list[str]:
+    """The terms of ``text`` under ``analysis`` as the index holds them (CJK runs as
+    bigrams, marked unless English): what a query asks of chunks of that analysis."""
+    if analysis == DEFAULT_ANALYSIS:
+        return _ANALYZER.analyze(cjk_bigrams(text))
+    return [term + MARK for term in _own_terms(text, analysis)]
+
+
+def indexed_text(text: str, analysis: str) -> str:
+    """What the index is given of a chunk's ``text`` under ``analysis`` (to analyse as English)."""
+    if analysis == DEFAULT_ANALYSIS:
+        return cjk_bigrams(text)
+    terms = _own_terms(text, analysis)
+    return f"{MARK} ".join(terms) + MARK if terms else ""
+
+
+def _own_terms(text: str, analysis: str) -> list[str]:
+    """The terms of ``text`` under an analysis other than English, unmarked.
+
+    A term is one word again when the index splits it: a mark that lower-
+    casing leaves and folding does not remove (``İ`` lower-cased is ``i``
+    and a combining dot) is dropped, or the term would be two.
+    """
+    terms = _ANALYZERS[analysis].analyze(cjk_bigrams(text))
+    return [
+        term if term.isalnum() else "".join(c for c in term if c.isalnum()) or term
+        for term in terms
+    ]
 
 
 # The index's analyzer less its stemmer: a stemmer maps a token to its stem
@@ -101,14 +169,25 @@ _COUNTER = (
 
 
 def count_tokens(text: str) -> int:
-    """The number of tokens the index's analyzer yields for ``text``."""
+    """The number of tokens the index's English analyzer yields for ``text``."""
     return len(_COUNTER.analyze(text))
 
 
-def phrase_terms(phrase: str) -> list[tuple[int, str]]:
-    """The index terms of ``phrase`` with their positions (stop words leave gaps)."""
+# The same tokens before any is dropped: a token's place in this list is its
+# position in the index, which a phrase needs to step over stop words.
+_WORDS = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).build()
+
+
+def phrase_terms(phrase: str, analysis: str = DEFAULT_ANALYSIS) -> list[tuple[int, str]]:
+    """The terms of ``phrase`` under ``analysis`` with their positions in the index.
+
+    In English text a stop word leaves a gap; a chunk of another language
+    is given to the index as its terms alone, one after the other.
+    """
+    if analysis != DEFAULT_ANALYSIS:
+        return list(enumerate(index_terms(phrase, analysis)))
     placed = []
-    for position, word in enumerate(_WORDS.analyze(phrase)):
+    for position, word in enumerate(_WORDS.analyze(cjk_bigrams(phrase))):
         terms = _ANALYZER.analyze(word)
         if terms:
             placed.append((position, terms[0]))
@@ -116,14 +195,17 @@ def phrase_terms(phrase: str) -> list[tuple[int, str]]:
 
 
 def query_size(text: str) -> tuple[int, int]:
-    """What ``SearchIndex.build_query`` asks of Tantivy for ``text``: (terms, phrases).
+    """What ``SearchIndex.build_query`` asks of each analysis for ``text``: (terms, phrases).
 
-    Terms are counted with repeats (a repeated term is asked for again);
-    phrases are the quoted groups of more than one term. A search's cost
-    grows with both, so the tool bounds them (``catalogue``).
+    Terms are counted with repeats (a repeated term is asked for again), a
+    run of CJK characters as its bigrams; phrases are the quoted groups of
+    more than one term. Every analysis drops the same words, so each asks
+    for as many. A search's cost grows with both, and with the analyses
+    that hold chunks (each may stem a word its own way), so the tool bounds
+    them (``catalogue``).
     """
     phrases = sum(1 for phrase in _PHRASE.findall(text) if len(phrase_terms(phrase)) > 1)
-    return len(analyze(text)), phrases
+    return len(index_terms(text)), phrases
 
 
 def _build_schema() -> tantivy.Schema:
@@ -131,8 +213,15 @@ def _build_schema() -> tantivy.Schema:
     builder.add_text_field("chunk_id", stored=True, tokenizer_name="raw")
     builder.add_integer_field("report_id", indexed=True, fast=True)
     builder.add_text_field("document_id", tokenizer_name="raw")
+    # Every chunk's words, analysed in its own language (``indexed_text``):
+    # one field for all, so that every chunk is ranked with the same
+    # statistics (a field per language would rank a chunk of a language the
+    # store holds little of by rarer terms, and as a longer text, than the
+    # rest: Tantivy's BM25 takes the mean length over every document).
     builder.add_text_field("title", tokenizer_name=ANALYZER)
     builder.add_text_field("text", tokenizer_name=ANALYZER)
+    # Which analysis a chunk has: tells the analyses that hold chunks.
+    builder.add_text_field("analysis", tokenizer_name="raw")
     builder.add_text_field("tag", tokenizer_name="raw")
     builder.add_integer_field("date", indexed=True, fast=True)
     builder.add_text_field("source", tokenizer_name="raw")
@@ -378,20 +467,24 @@ class SearchIndex:
     @staticmethod
     def _add(writer: tantivy.IndexWriter, chunks: Sequence[IndexedChunk]) -> None:
         for chunk in chunks:
+            analysis = analysis_key(chunk.language)
             document = tantivy.Document(
                 chunk_id=chunk.chunk_id,
                 report_id=chunk.report_id,
                 document_id=chunk.document_id,
-                title=chunk.title,
-                # The title in every chunk's text too: a chunk is found by what
-                # its report is about, not only by its own words (SciFact:
-                # nDCG@10 up with the title field kept as well).
-                text=f"{chunk.title}\n{chunk.text}" if chunk.title else chunk.text,
                 date=date_number(chunk.date),
                 source=chunk.source,
                 kind=chunk.kind,
                 workspace=chunk.workspace or NO_WORKSPACE,
+                analysis=analysis,
             )
+            title = indexed_text(chunk.title, analysis)
+            document.add_text("title", title)
+            # The title in every chunk's text too: a chunk is found by what
+            # its report is about, not only by its own words (SciFact:
+            # nDCG@10 up with the title field kept as well).
+            text = indexed_text(chunk.text, analysis)
+            document.add_text("text", f"{title}\n{text}" if title else text)
             for term in tag_terms(chunk.tags):
                 document.add_text("tag", term)
             writer.add_document(document)
@@ -493,43 +586,98 @@ class SearchIndex:
                     problems.append(problem)
         return problems
 
-    def build_query(self, text: str, filters: SearchFilters) -> tantivy.Query | None:
-        """Turn any user text into a query; None when it has no searchable term."""
-        text_clauses = self._text_clauses(text)
+    def build_query(self, text: str, filters: SearchFilters) -> WordQuery | None:
+        """Turn any user text into a query; None when it has no searchable term.
+
+        The text is analysed every way that holds chunks (``analyses``): a
+        chunk's words were analysed in its own language, so each chunk is
+        asked for the terms of its language, all in one field.
+        """
+        searcher = self.searcher()
+        terms = {analysis: index_terms(text, analysis) for analysis in self.analyses(searcher)}
+        try:
+            text_clauses = self._text_clauses(text, terms, searcher)
+        except BaseException as error:
+            _raise_read_error(error, self.path)
         if not text_clauses:
             return None
+        highlight = {
+            analysis: frozenset(_unmarked(found, analysis)) for analysis, found in terms.items()
+        }
         filter_clauses = self._filter_clauses(filters)
         if not filter_clauses:
             # A plain disjunction of term queries is what Tantivy ranks with
             # block-max WAND, skipping most postings: keep it plain (no
-            # boosts, no wrapper). Evidence is then dropped by the caller.
-            return tantivy.Query.boolean_query(text_clauses)
+            # wrapper). Evidence is then dropped by the caller.
+            return WordQuery(tantivy.Query.boolean_query(text_clauses), highlight)
         clauses: list[tuple[tantivy.Occur, tantivy.Query]] = [
             (tantivy.Occur.Must, tantivy.Query.boolean_query(text_clauses))
         ]
         for occur_query in filter_clauses:
             clauses.append((tantivy.Occur.Must, occur_query))
-        return tantivy.Query.boolean_query(clauses)
+        return WordQuery(tantivy.Query.boolean_query(clauses), highlight)
 
-    def _text_clauses(self, text: str) -> list[tuple[tantivy.Occur, tantivy.Query]]:
-        clauses: list[tuple[tantivy.Occur, tantivy.Query]] = []
+    def analyses(self, searcher: tantivy.Searcher | None = None) -> list[str]:
+        """The analyses that hold chunks (English alone in an empty index).
+
+        A query asks only these: each other analysis would cost a term
+        lookup per term and segment for nothing.
+        """
+        searcher = searcher or self.searcher()
+        try:
+            held = [
+                analysis for analysis in ANALYSES if searcher.doc_freq("analysis", analysis) > 0
+            ]
+        except BaseException as error:
+            _raise_read_error(error, self.path)
+        return held or [DEFAULT_ANALYSIS]
+
+    @staticmethod
+    def _text_clauses(
+        text: str, terms: dict[str, list[str]], searcher: tantivy.Searcher
+    ) -> list[tuple[tantivy.Occur, tantivy.Query]]:
+        """The query's words, each as the terms its analyses make of it (``terms``).
+
+        A word every analysis stems alike is one term. A word they stem
+        apart ("werden": "werden" in English, "werd" in German) is one term
+        for each, weighed together as one word: each is boosted so that it
+        counts with the rarity of all of them at once (Lucene's blended
+        synonym weight), or the rarer form would outweigh the common one
+        only for being rare where it was stemmed that way. A word the query
+        repeats weighs more (BM25's query-term frequency): it is simply
+        asked for again, which keeps the query a disjunction of term queries.
+        """
+        analysed = list(terms.values())
+        if not analysed or not analysed[0]:
+            return []
+        # Every analysis drops the same words (only the stemmer differs),
+        # so the n-th term of each comes from the query's n-th word.
+        words = Counter(tuple(sorted(set(forms))) for forms in zip(*analysed, strict=True))
+        phrases: dict[tuple[tuple[int, str], ...], None] = {}
         for phrase in _PHRASE.findall(text):
-            terms = phrase_terms(phrase)
-            if len(terms) > 1:
-                for field, boost in (("text", 1.0), ("title", 0.5)):
-                    query = tantivy.Query.phrase_query(SCHEMA, field, list(terms))
-                    clauses.append((tantivy.Occur.Should, tantivy.Query.boost_query(query, boost)))
+            for analysis in terms:
+                placed = tuple(phrase_terms(phrase, analysis))
+                if len(placed) > 1:
+                    phrases[placed] = None
+        clauses: list[tuple[tantivy.Occur, tantivy.Query]] = []
+        for placed in phrases:
+            for field, boost in (("text", 1.0), ("title", 0.5)):
+                query = tantivy.Query.phrase_query(SCHEMA, field, list(placed))
+                clauses.append((tantivy.Occur.Should, tantivy.Query.boost_query(query, boost)))
         # The title is indexed in every chunk's text too, so the text field
-        # alone ranks. A term the query repeats weighs more (BM25's query-term
-        # frequency): it is simply asked for again, which keeps the query a
-        # plain disjunction of term queries.
-        words = analyze(text)
-        for term in words:
-            clauses.append((tantivy.Occur.Should, tantivy.Query.term_query(SCHEMA, "text", term)))
-        for term in dict.fromkeys(words):
-            title = tantivy.Query.term_query(SCHEMA, "title", term)
-            clauses.append((tantivy.Occur.Should, tantivy.Query.boost_query(title, 0.5)))
-        return clauses
+        # alone ranks.
+        titles: list[tuple[tantivy.Occur, tantivy.Query]] = []
+        for forms, count in words.items():
+            for term, weight in _blended(forms, searcher):
+                query = tantivy.Query.term_query(SCHEMA, "text", term)
+                if weight != 1.0:
+                    query = tantivy.Query.boost_query(query, weight)
+                clauses.extend([(tantivy.Occur.Should, query)] * count)
+                title = tantivy.Query.term_query(SCHEMA, "title", term)
+                titles.append(
+                    (tantivy.Occur.Should, tantivy.Query.boost_query(title, 0.5 * weight))
+                )
+        return clauses + titles
 
     @staticmethod
     def _filter_clauses(filters: SearchFilters) -> list[tantivy.Query]:
@@ -560,9 +708,15 @@ class SearchIndex:
 
     @staticmethod
     def top(
-        query: tantivy.Query, *, limit: int, offset: int, searcher: tantivy.Searcher
+        query: WordQuery | tantivy.Query,
+        *,
+        limit: int,
+        offset: int,
+        searcher: tantivy.Searcher,
     ) -> list[tuple[float, Any]]:
         """Top hits as ``(score, address)``: cheap; loading a hit's id is not."""
+        if isinstance(query, WordQuery):
+            query = query.query
         try:
             result = searcher.search(query, limit=limit, offset=offset, count=False)
         except BaseException as error:
@@ -579,32 +733,183 @@ class SearchIndex:
 
     def snippets(
         self,
-        query: tantivy.Query,
+        query: WordQuery | tantivy.Query,
         texts: Sequence[str],
         *,
         max_chars: int = 200,
         searcher: tantivy.Searcher | None = None,
     ) -> list[str]:
-        """Highlighted fragments (HTML-escaped, matches in ``<b>``) of ``texts``."""
+        """Highlighted fragments (HTML-escaped, matches in ``<b>``) of ``texts``.
+
+        A text's words are matched as analysed in its own language; which
+        that is, the text does not say, so each analysis the query was built
+        for is tried and the one that matches most words wins (English on a
+        tie). A query not built here highlights nothing.
+        """
         searcher = searcher or self.searcher()
+        terms = query.terms if isinstance(query, WordQuery) else {}
+        tantivy_query = query.query if isinstance(query, WordQuery) else query
         try:
-            generator = tantivy.SnippetGenerator.create(searcher, query, SCHEMA, "text")
+            generator = tantivy.SnippetGenerator.create(searcher, tantivy_query, SCHEMA, "text")
         except BaseException as error:
             _raise_read_error(error, self.path)
         generator.set_max_num_chars(max_chars)
+        other_languages = any(analysis != DEFAULT_ANALYSIS for analysis in terms)
         out = []
         for text in texts:
-            snippet = generator.snippet_from_doc(tantivy.Document(text=text))
-            html = snippet.to_html()
-            if not html:
-                html = _escape(text[:max_chars])
-            out.append(html)
+            # Tantivy cuts the snippet of an English text, as it analysed it;
+            # a text another analysis matches better, or with CJK runs, is cut here.
+            if other_languages or has_cjk(text):
+                matches = _matches(text, terms)
+                if matches.origins is not None or matches.analysis not in (None, "en"):
+                    out.append(_highlight_matches(text, matches, max_chars))
+                    continue
+            html = generator.snippet_from_doc(tantivy.Document(text=text)).to_html()
+            out.append(html or escape_html(text[:max_chars]))
         return out
+
+
+def _unmarked(terms: list[str], analysis: str) -> list[str]:
+    if analysis == DEFAULT_ANALYSIS:
+        return terms
+    return [term[: -len(MARK)] for term in terms]
+
+
+def _blended(forms: tuple[str, ...], searcher: tantivy.Searcher) -> list[tuple[str, float]]:
+    """Each form of one word with the boost that gives it the word's blended weight.
+
+    BM25 weighs a term by ``idf(df)``; a form is boosted by
+    ``idf(sum of the forms' df) / idf(its df)``. A form no chunk holds is
+    left out. One form is itself, unboosted.
+    """
+    if len(forms) == 1:
+        return [(forms[0], 1.0)]
+    frequencies = {form: searcher.doc_freq("text", form) for form in forms}
+    held = {form: frequency for form, frequency in frequencies.items() if frequency > 0}
+    if not held:
+        return [(forms[0], 1.0)]  # matches nothing; keeps the query a query
+    total_docs = max(1, searcher.num_docs)
+    blended = _idf(sum(held.values()), total_docs)
+    return [(form, blended / _idf(frequency, total_docs)) for form, frequency in held.items()]
+
+
+def _idf(document_frequency: int, total_docs: int) -> float:
+    """BM25's inverse document frequency, as Tantivy computes it."""
+    return math.log(1 + (total_docs - document_frequency + 0.5) / (document_frequency + 0.5))
+
+
+@dataclass(frozen=True, slots=True)
+class WordQuery:
+    """A search of the word index: Tantivy's query, and the terms to highlight by analysis."""
+
+    query: tantivy.Query
+    terms: dict[str, frozenset[str]]
+
+
+# A text's words lower-cased and folded, one for one with the words
+# ``_WORDS`` splits it into (nothing is dropped); then each analysis's
+# stemmer alone, for words already folded.
+_FOLDED = (
+    tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+    .filter(tantivy.Filter.lowercase())
+    .filter(tantivy.Filter.ascii_fold())
+    .build()
+)
+_STEMMERS = {
+    analysis: (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace())
+        .filter(tantivy.Filter.stemmer(stemmer))
+        .build()
+        if stemmer is not None
+        else None
+    )
+    for analysis, stemmer in ANALYSES.items()
+}
+#: A stem starts as its word does, folded: a word is stemmed only when its
+#: first characters are those of some term.
+_PREFIX = 3
+
+
+@dataclass(slots=True)
+class _Matches:
+    """Which words of a text (in its bigram form) a query matches, under which analysis."""
+
+    indexed: str
+    origins: list[int] | None
+    analysis: str | None
+    positions: list[int]
+    words: int
+
+
+def _matches(text: str, terms: dict[str, frozenset[str]]) -> _Matches:
+    """The analysis under which most words of ``text`` match the query, and where.
+
+    English first: another analysis wins only with more matches.
+    """
+    indexed, origins = cjk_bigrams_with_offsets(text)
+    folded = _FOLDED.analyze(indexed)
+    prefixes = {term[:_PREFIX] for wanted in terms.values() for term in wanted}
+    candidates = [position for position, word in enumerate(folded) if word[:_PREFIX] in prefixes]
+    best: str | None = None
+    matched: list[int] = []
+    if candidates:
+        words = " ".join(folded[position] for position in candidates)
+        for analysis in sorted(terms, key=lambda analysis: analysis != DEFAULT_ANALYSIS):
+            stemmer = _STEMMERS[analysis]
+            stems = stemmer.analyze(words) if stemmer is not None else words.split(" ")
+            if len(stems) != len(candidates):
+                continue  # a folded word that is not one word (never seen): no highlight
+            wanted = terms[analysis]
+            found = [candidates[i] for i, stem in enumerate(stems) if stem in wanted]
+            if len(found) > len(matched):
+                best, matched = analysis, found
+    return _Matches(indexed, origins, best, matched, len(folded))
+
+
+def highlight(text: str, terms: dict[str, frozenset[str]], *, max_chars: int = 200) -> str:
+    """About ``max_chars`` of ``text`` around its best matches, HTML-escaped, matches in ``<b>``.
+
+    ``terms`` are the query's terms by analysis. The window kept is the one
+    (starting at a match) holding the most distinct matched words; without
+    a match, the text's beginning.
+    """
+    return _highlight_matches(text, _matches(text, terms), max_chars)
+
+
+def _highlight_matches(text: str, matches: _Matches, max_chars: int) -> str:
+    if not matches.positions:
+        return escape_html(text[:max_chars])
+    spans = _word_spans(matches.indexed, matches.positions, matches.words)
+    if matches.origins is not None:
+        spans = original_spans(spans, matches.origins)
+    return fragment_html(text, spans, max_chars)
+
+
+# Tantivy's simple tokenizer splits on what is not alphanumeric; so does this
+# for every script but a few (marks Rust counts as letters): ``_word_spans``
+# checks the count and falls back to finding Tantivy's own words.
+_WORD = re.compile(r"[^\W_]+")
+
+
+def _word_spans(indexed: str, wanted: list[int], words: int) -> list[tuple[int, int]]:
+    """Where the words at positions ``wanted`` of the ``words`` in ``indexed`` stand."""
+    found = [match.span() for match in _WORD.finditer(indexed)]
+    if len(found) == words:
+        return [found[position] for position in wanted]
+    spans = []
+    at = 0
+    targets = iter(wanted)
+    target = next(targets)
+    for position, word in enumerate(_WORDS.analyze(indexed)):
+        start = indexed.find(word, at)
+        at = start + len(word)
+        if position == target:
+            spans.append((start, at))
+            target = next(targets, -1)
+            if target < 0:
+                break
+    return spans
 
 
 def _chunk_id(searcher: tantivy.Searcher, address: Any) -> str:
     return str(searcher.doc(address).get_first("chunk_id"))
-
-
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -8,6 +8,7 @@ from typing import Any
 
 from researchstore.ingest.parsers import SUPPORTED_SUFFIXES, parse_file
 from researchstore.ingest.prepare import chunk_parsed
+from researchstore.language import document_language
 
 
 def describe_file(path: Path, *, chunk_tokens: int = 256) -> dict[str, Any]:
@@ -26,7 +27,7 @@ def describe_file(path: Path, *, chunk_tokens: int = 256) -> dict[str, Any]:
         "kind": parsed.kind,
         "title": parsed.title,
         "description": parsed.description,
-        "language": parsed.language,
+        "language": document_language(parsed.language, [draft.text for draft in drafts]),
         "date": parsed.date,
         "encoding": parsed.encoding,
         "status": status,

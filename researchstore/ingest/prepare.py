@@ -21,6 +21,7 @@ from researchstore.ingest.chunking import chunk_blocks, chunk_segments
 from researchstore.ingest.discovery import REPORT_FILE, ReportSource
 from researchstore.ingest.model import ChunkDraft, ParsedDocument
 from researchstore.ingest.parsers import NotRead, kind_for_path, parse_file, read_document
+from researchstore.language import document_language
 from researchstore.params import MAX_SAFE_INTEGER
 
 #: Report ids are integers from 1 to 2**53 - 1: the integers JSON carries
@@ -170,6 +171,7 @@ def prepare_document(
         return PreparedDocument(path, parsed, [], "unreadable", "invalid", "unreadable")
     parsed = parse_file(file_path, data=data)
     _, drafts, status, reason = chunk_parsed(parsed, chunk_tokens=chunk_tokens)
+    parsed.language = document_language(parsed.language, [draft.text for draft in drafts])
     return PreparedDocument(path, parsed, drafts, hashlib.sha256(data).hexdigest(), status, reason)
 
 

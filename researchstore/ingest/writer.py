@@ -32,6 +32,7 @@ from researchstore.ingest.prepare import (
     ReportError,
 )
 from researchstore.ingest.summary import IngestSummary
+from researchstore.language import document_language
 
 if TYPE_CHECKING:
     from researchstore.store import Store
@@ -218,6 +219,9 @@ class ReportWriter:
     ) -> list[IndexedChunk]:
         parsed = document.parsed
         document_id = new_id()
+        # Ingest detected it while preparing (in a worker); a document read
+        # by other means (evidence) is detected here.
+        language = document_language(parsed.language, [draft.text for draft in document.drafts])
         cursor = conn.execute(
             "INSERT INTO documents (document_id, report_id, source_version_id, path, name, kind, "
             "title, description, language, date, encoding, status, reason, skipped, "
@@ -232,7 +236,7 @@ class ReportWriter:
                 parsed.kind,
                 parsed.title,
                 parsed.description,
-                parsed.language,
+                language,
                 parsed.date,
                 parsed.encoding,
                 document.status,
@@ -281,6 +285,7 @@ class ReportWriter:
                 date=prepared.date,
                 source=self.source_name,
                 kind=parsed.kind,
+                language=language,
             )
             for chunk_id, draft in zip(chunk_ids, document.drafts, strict=True)
         ]

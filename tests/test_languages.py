@@ -1,0 +1,398 @@
+"""Search in the languages the material is in.
+
+Each document is analysed in its own language (declared, else detected on its
+text): stemmed for the languages Tantivy has a stemmer for, CJK runs as
+character bigrams, any other language plainly. A query is analysed every
+way, so it finds each document by the words of its language.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import write_report
+
+from researchstore import Store
+from researchstore.index import (
+    INDEX_SCHEMA_VERSION,
+    MARK,
+    SearchIndex,
+    analyze,
+    index_terms,
+    indexed_text,
+    query_size,
+)
+from researchstore.ingest.inspect import describe_file
+from researchstore.language import (
+    ANALYSES,
+    analysis_key,
+    cjk_bigrams,
+    cjk_bigrams_with_offsets,
+    detect_language,
+)
+from researchstore.sync import SIDECAR
+
+#: Sentences written for these tests, one a language, each holding the
+#: inflected form that the query's base form must find.
+#: (language tag, text, word in the text, query)
+STEMMED = [
+    ("en", "The universities shared their survey of rooftop hives.", "universities", "university"),
+    ("nb", "Bøkene om elvemusling ligger på bordet i feltstasjonen.", "Bøkene", "bok"),
+    ("nn", "Vi gjekk opp på fjellet og talde reirane der i juni.", "fjellet", "fjell"),
+    ("sv", "Flickorna räknade humlorna i trädgården hela sommaren.", "Flickorna", "flicka"),
+    ("da", "Bøgerne om vilde bier står på hylden i laboratoriet.", "Bøgerne", "bog"),
+    ("de", "Die Häuser am Fluss wurden im Frühling gezählt.", "Häuser", "Haus"),
+    ("fr", "Les chevaux broutaient près de la rivière au printemps.", "chevaux", "cheval"),
+    ("es", "Los niños contaron las abejas del jardín en primavera.", "contaron", "contar"),
+    ("pt", "As cidades do norte mediram a qualidade da água.", "mediram", "medir"),
+    ("it", "I gatti dormivano accanto agli alveari del giardino.", "gatti", "gatto"),
+    ("nl", "De huizen langs de rivier kregen nieuwe nestkasten.", "huizen", "huis"),
+    ("fi", "Mehiläiset talvehtivat taloissa joen rannalla.", "taloissa", "talo"),
+    ("ru", "Эти книги о пчёлах лежат на столе в лаборатории.", "книги", "книга"),
+]
+
+CHINESE = "今年两会期间，中国宇航员们在空间站完成了新的实验。代表们讨论了航天计划。"
+CHINESE_OTHER = "国家宇航局发布了新的卫星图像，显示河流的变化。"
+JAPANESE = "東京都庁の屋上で、ミツバチの巣箱を数えました。"
+KOREAN = "서울시청 옥상에서 꿀벌 상자를 세었습니다."
+
+
+def _page(title: str, body: str, lang: str | None) -> str:
+    declared = f' lang="{lang}"' if lang else ""
+    return (
+        f"<!doctype html><html{declared}><head><title>{title}</title></head>"
+        f"<body><main><p>{body}</p></main></body></html>"
+    )
+
+
+def _store_with(tmp_path: Path, pages: dict[str, tuple[str | None, str]]) -> Store:
+    """A store holding one report per ``key: (declared language or None, text)``."""
+    source = tmp_path / "source"
+    for key, (lang, text) in pages.items():
+        write_report(source, key, title=f"Notes {key}", date="2026-01-01", tags={},
+                     files={"page.html": _page(f"Notes {key}", text, lang)})  # fmt: skip
+    store = Store(tmp_path / "store.db", progress=False)
+    store.ingest(source, name="source", progress=False)
+    return store
+
+
+def _search(store: Store, query: str, limit: int = 10) -> list[dict[str, Any]]:
+    answer = store.call("research_chunk_search", {"query": query, "limit": limit})
+    assert "result" in answer, answer
+    hits: list[dict[str, Any]] = answer["result"]["hits"]
+    return hits
+
+
+def _keys(store: Store, hits: list[dict[str, Any]]) -> list[str]:
+    keys = {row[0]: row[1] for row in store._conn.execute("SELECT report_id, key FROM reports")}
+    return [keys[hit["report_id"]] for hit in hits]
+
+
+def _languages(store: Store) -> dict[str, str | None]:
+    rows = store._conn.execute(
+        "SELECT r.key, d.language FROM documents d JOIN reports r USING (report_id)"
+    )
+    return {row[0]: row[1] for row in rows}
+
+
+@pytest.fixture(scope="module")
+def multilingual(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    folder = tmp_path_factory.mktemp("multilingual")
+    pages: dict[str, tuple[str | None, str]] = {lang: (lang, text) for lang, text, _, _ in STEMMED}
+    pages.update(
+        {
+            "zh": ("zh", CHINESE),
+            "zh-other": ("zh", CHINESE_OTHER),
+            "ja": ("ja", JAPANESE),
+            "ko": ("ko", KOREAN),
+            "pl": ("pl", "Książki o pszczołach leżą na stole w pracowni."),
+        }
+    )
+    with _store_with(folder, pages) as store:
+        yield store
+
+
+@pytest.mark.parametrize(("lang", "text", "word", "query"), STEMMED, ids=[s[0] for s in STEMMED])
+def test_a_base_form_finds_the_inflected_form_in_each_language(
+    multilingual: Store, lang: str, text: str, word: str, query: str
+) -> None:
+    if lang != "en":
+        # English stemming alone would not have found it.
+        assert analyze(word) != analyze(query)
+    hits = _search(multilingual, query)
+    assert _keys(multilingual, hits)[:1] == [lang]
+    # The snippet highlights the word as analysed in that document's field.
+    assert f"<b>{word}</b>" in hits[0]["snippet"]
+
+
+def test_a_norwegian_query_needs_no_english_stemming(tmp_path: Path) -> None:
+    text = "Bøkene om elvemusling ligger på bordet i feltstasjonen."
+    pages = {"as-norwegian": ("nb", text), "as-english": ("en", text)}
+    with _store_with(tmp_path, pages) as store:
+        # The same words, declared English, are stemmed as English and missed.
+        assert _keys(store, _search(store, "bok")) == ["as-norwegian"]
+        assert _keys(store, _search(store, "bøker")) == ["as-norwegian"]
+        # A word both analyses reduce alike finds both.
+        assert set(_keys(store, _search(store, "elvemusling"))) == set(pages)
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("两会", ["zh"]),
+        ("航天", ["zh"]),
+        ("都庁", ["ja"]),
+        ("ミツバチ", ["ja"]),
+        ("꿀벌", ["ko"]),
+        # Inside the run 中国宇航员们; the other page has 宇航局 (space
+        # agency), which shares the bigram 宇航 (and ranks below: next test).
+        ("宇航员", ["zh", "zh-other"]),
+        ("宇航", ["zh", "zh-other"]),
+    ],
+)
+def test_cjk_words_inside_a_run_are_found(
+    multilingual: Store, query: str, expected: list[str]
+) -> None:
+    assert sorted(_keys(multilingual, _search(multilingual, query))) == expected
+
+
+def test_a_run_of_bigrams_ranks_pages_holding_more_of_them_first(multilingual: Store) -> None:
+    # An unquoted run is its bigrams, asked for like words: the page holding
+    # them all ranks first, a page sharing some follows.
+    hits = _search(multilingual, "宇航员")
+    assert hits[0]["score"] > 1.5 * hits[1]["score"]
+    assert _keys(multilingual, _search(multilingual, "卫星 宇航员"))[0] == "zh-other"
+
+
+def _scores(store: Store, query: str) -> dict[str, float]:
+    hits = _search(store, query)
+    return dict(zip(_keys(store, hits), (hit["score"] for hit in hits), strict=True))
+
+
+def test_a_quoted_cjk_run_is_a_phrase(multilingual: Store) -> None:
+    plain, quoted = _scores(multilingual, "中国宇航员"), _scores(multilingual, '"中国宇航员"')
+    assert quoted["zh"] > plain["zh"]  # its bigrams stand in order in that page
+    assert quoted["zh-other"] == pytest.approx(plain["zh-other"])  # not in this one
+    # The same characters out of order are no phrase anywhere.
+    assert _scores(multilingual, '"宇航员中国"')["zh"] == pytest.approx(
+        _scores(multilingual, "宇航员中国")["zh"]
+    )
+
+
+def test_a_cjk_snippet_shows_the_text_with_the_word_marked(multilingual: Store) -> None:
+    hit = _search(multilingual, "宇航员")[0]
+    assert "中国<b>宇航员</b>们" in hit["snippet"]
+    assert " " not in hit["snippet"]  # no bigram spaces leak out
+    assert hit["snippet"].replace("<b>", "").replace("</b>", "") in CHINESE
+    hit = _search(multilingual, "两会 航天")[0]
+    assert "<b>两会</b>" in hit["snippet"] and "<b>航天</b>" in hit["snippet"]
+
+
+def test_cjk_words_are_found_in_a_page_of_another_language(tmp_path: Path) -> None:
+    text = "The delegation met the astronauts (宇航员们) after the session of 两会 in March."
+    with _store_with(tmp_path, {"en": ("en", text)}) as store:
+        assert _keys(store, _search(store, "宇航员")) == ["en"]
+        assert _keys(store, _search(store, "astronaut")) == ["en"]
+
+
+def test_another_language_is_folded_but_not_stemmed(multilingual: Store) -> None:
+    assert _keys(multilingual, _search(multilingual, "ksiazki")) == ["pl"]
+    assert _search(multilingual, "książka") == []
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("Hauser", {"de"}),  # Häuser
+        ("flickorna raknade", {"sv"}),  # räknade
+        # French rivière and Dutch rivier share a stem: both are found.
+        ("rivière", {"fr", "nl"}),
+        ("riviere", {"fr", "nl"}),
+        ("pchelakh", set()),  # no transliteration: Cyrillic stays Cyrillic
+        ("boker", {"nb"}),  # bøker, folded, then stemmed as Norwegian
+    ],
+)
+def test_accents_are_folded_in_every_analysis(
+    multilingual: Store, query: str, expected: set[str]
+) -> None:
+    assert set(_keys(multilingual, _search(multilingual, query))) == expected
+
+
+@pytest.mark.parametrize(
+    ("lang", "adjacent", "apart", "phrase"),
+    [
+        ("de", "Die Häuser am Fluss und die Gärten am Hang.",
+         "Die Gärten am Fluss und die Häuser am Hang.", "Häusern am Fluss"),
+        ("nb", "Bøkene om elvemusling og heftene om laks.",
+         "Heftene om elvemusling og bøkene om laks.", "boka om elvemusling"),
+        ("fr", "Les chevaux de la ferme et les vaches du village.",
+         "Les vaches de la ferme et les chevaux du village.", "cheval de la ferme"),
+    ],
+)  # fmt: skip
+def test_a_phrase_ranks_its_words_in_order_first_in_each_language(
+    tmp_path: Path, lang: str, adjacent: str, apart: str, phrase: str
+) -> None:
+    pages: dict[str, tuple[str | None, str]] = {
+        "adjacent": (lang, adjacent),
+        "apart": (lang, apart),
+    }
+    with _store_with(tmp_path, pages) as store:
+        unquoted = _scores(store, phrase)
+        assert unquoted["adjacent"] == pytest.approx(unquoted["apart"])  # the same words
+        quoted = _scores(store, f'"{phrase}"')
+        assert quoted["adjacent"] > quoted["apart"] == pytest.approx(unquoted["apart"])
+
+
+def test_a_query_in_two_languages_finds_both(multilingual: Store) -> None:
+    assert set(_keys(multilingual, _search(multilingual, "Haus cheval"))) == {"de", "fr"}
+
+
+# -- choosing the language ------------------------------------------------------
+
+
+def test_the_declared_language_wins_over_detection(tmp_path: Path) -> None:
+    norwegian = "Bøkene om elvemusling ligger på bordet i feltstasjonen, og vi leser dem hver dag."
+    pages = {"declared-en": ("en", norwegian), "undeclared": (None, norwegian),
+             "declared-nb-NO": ("nb-NO", norwegian)}  # fmt: skip
+    with _store_with(tmp_path, pages) as store:
+        assert _languages(store) == {
+            "declared-en": "en",
+            "undeclared": "no",  # detected
+            "declared-nb-NO": "nb-NO",  # kept as declared; analysed as Norwegian
+        }
+        assert sorted(_keys(store, _search(store, "bok"))) == ["declared-nb-NO", "undeclared"]
+        # The tools return the language stored: declared, else detected.
+        for hit in _search(store, "bok"):
+            answer = store.call("get_document", {"id": hit["document_id"]})
+            assert answer["result"]["document"]["language"] in ("no", "nb-NO")
+
+
+def test_a_caption_and_a_text_declare_their_language(tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "talk.vtt").write_text(
+        "WEBVTT\nLanguage: de\n\n00:00:01.000 --> 00:00:04.000\nDie Häuser am Fluss.\n"
+    )
+    (source / "notes.txt").write_text("---\nlang: fr\n---\nLes chevaux broutaient.\n")
+    with Store(tmp_path / "store.db", progress=False) as store:
+        store.ingest(source, name="source", progress=False)
+        assert _languages(store) == {"talk.vtt": "de", "notes.txt": "fr"}
+        assert _keys(store, _search(store, "Haus")) == ["talk.vtt"]
+        assert _keys(store, _search(store, "cheval")) == ["notes.txt"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Hello", None),  # too few letters to tell
+        ("varroa mite", None),
+        ("12:00 --> 13:00, 14:00 --> 15:00, 2025-03-01", None),
+        ("", None),
+        ("The colonies were inspected every week during the spring survey.", "en"),
+        ("Vi telte kubene i mars, og alle bikubene hadde overlevd vinteren godt.", "no"),
+        ("Eg likar å gå tur i fjellet om sommaren, og det gjer ho òg.", "nn"),
+        ("Die Bienen wurden im Frühling jede Woche im Garten gezählt.", "de"),
+        ("Les abeilles ont été comptées chaque semaine au printemps.", "fr"),
+        (CHINESE, "zh"),
+        (JAPANESE, "ja"),
+        (KOREAN, "ko"),
+        # Long enough for the look at English function words (40 words).
+        (" ".join(STEMMED[0][1] for _ in range(6)), "en"),
+        (" ".join(STEMMED[5][1] for _ in range(6)) + " the mites of the hive", "de"),
+    ],
+)
+def test_detection(text: str, expected: str | None) -> None:
+    assert detect_language(text) == expected
+
+
+def test_a_short_undeclared_text_is_analysed_as_english(tmp_path: Path) -> None:
+    with _store_with(tmp_path, {"short": (None, "Mites counted.")}) as store:
+        assert _languages(store) == {"short": None}
+        assert _keys(store, _search(store, "mite")) == ["short"]
+
+
+@pytest.mark.parametrize(
+    ("language", "analysis"),
+    [
+        (None, "en"),
+        ("en", "en"),
+        ("EN-us", "en"),
+        ("nb", "no"),
+        ("nb-NO", "no"),
+        ("nn", "no"),
+        ("no", "no"),
+        ("de-CH", "de"),
+        ("pt-BR", "pt"),
+        ("zh-Hant-TW", "cjk"),
+        ("ja", "cjk"),
+        ("ko", "cjk"),
+        ("pl", "plain"),
+        ("x-klingon", "plain"),
+    ],
+)
+def test_a_language_tag_chooses_its_analysis(language: str | None, analysis: str) -> None:
+    assert analysis_key(language) == analysis
+
+
+def test_parse_shows_the_detected_language(tmp_path: Path) -> None:
+    page = tmp_path / "side.html"
+    page.write_text(_page("Bier", "Die Bienen wurden im Frühling jede Woche gezählt.", None))
+    assert describe_file(page)["language"] == "de"
+    page.write_text(_page("Bier", "Die Bienen wurden im Frühling jede Woche gezählt.", "da"))
+    assert describe_file(page)["language"] == "da"
+
+
+# -- the pieces -----------------------------------------------------------------
+
+
+def test_cjk_runs_become_bigrams_and_map_back() -> None:
+    assert cjk_bigrams("中国宇航员") == " 中国 国宇 宇航 航员 "
+    assert cjk_bigrams("会") == " 会 "
+    assert cjk_bigrams("no runs here") == "no runs here"
+    text = "abc 宇航员们, ok"
+    indexed, origins = cjk_bigrams_with_offsets(text)
+    assert indexed == cjk_bigrams(text)
+    assert origins is not None and len(origins) == len(indexed)
+    assert all(indexed[at] == text[origin] for at, origin in enumerate(origins) if origin >= 0)
+    assert cjk_bigrams_with_offsets("plain") == ("plain", None)
+
+
+@pytest.mark.parametrize("analysis", [a for a in ANALYSES if a != "en"])
+def test_the_index_leaves_the_terms_of_another_language_as_they_are(analysis: str) -> None:
+    # The index analyses every text as English; a chunk of another language
+    # reaches it as its own terms, marked so that nothing changes them.
+    texts = [text for _, text, _, _ in STEMMED] + [CHINESE, JAPANESE, KOREAN]
+    texts.append("İnsan hakları, Ağaçlar ve Çiçekler; Straße, œuvre, Ærø, ﬁnance")
+    for text in texts:
+        terms = index_terms(text, analysis)
+        assert all(term.endswith(MARK) for term in terms)
+        assert analyze(indexed_text(text, analysis)) == terms
+    # English chunks are given to the index as they are.
+    assert indexed_text("The hives", "en") == "The hives"
+
+
+def test_query_size_counts_cjk_bigrams_and_every_analysis_asks_no_more() -> None:
+    assert query_size("宇航员") == (2, 0)
+    assert query_size('"中国宇航员" bees') == (5, 1)
+    # English stop words are dropped from the query in every analysis.
+    assert query_size("the of and") == (0, 0)
+
+
+# -- the index ------------------------------------------------------------------
+
+
+def test_an_index_of_the_previous_schema_is_rebuilt_with_languages(tmp_path: Path) -> None:
+    assert SearchIndex.schema_version == INDEX_SCHEMA_VERSION >= 4
+    pages: dict[str, tuple[str | None, str]] = {"nb": ("nb", STEMMED[1][1]), "zh": ("zh", CHINESE)}
+    with _store_with(tmp_path, pages):
+        pass
+    sidecar = tmp_path / "store.db.index" / SIDECAR
+    data = json.loads(sidecar.read_text())
+    sidecar.write_text(json.dumps({**data, "index_schema": 3}))
+    with Store(tmp_path / "store.db", progress=False) as store:
+        assert "index rebuilt on opening (older index schema)" in store.sync.repairs
+        assert _keys(store, _search(store, "bok")) == ["nb"]
+        assert _keys(store, _search(store, "宇航员")) == ["zh"]
