@@ -358,6 +358,10 @@ def checksum_problem(file: Path) -> str | None:
     return None
 
 
+#: How far apart the query's words may be for the proximity clause.
+PROXIMITY_SLOP = 3
+
+
 class SearchIndex:
     """One Tantivy index folder: open, write, search."""
 
@@ -664,6 +668,19 @@ class SearchIndex:
             for field, boost in (("text", 1.0), ("title", 0.5)):
                 query = tantivy.Query.phrase_query(SCHEMA, field, list(placed))
                 clauses.append((tantivy.Occur.Should, tantivy.Query.boost_query(query, boost)))
+        if not phrases:
+            # Words of the query close together, in its order, count for more
+            # (proximity): a sloppy phrase of the whole query.
+            near: dict[tuple[str, ...], None] = {}
+            for analysis in terms:
+                placed_all = [term for _, term in phrase_terms(text, analysis)]
+                if 3 <= len(placed_all) <= 16:
+                    near[tuple(placed_all)] = None
+            for sequence in near:
+                query = tantivy.Query.phrase_query(
+                    SCHEMA, "text", list(enumerate(sequence)), slop=PROXIMITY_SLOP
+                )
+                clauses.append((tantivy.Occur.Should, query))
         # The title is indexed in every chunk's text too, so the text field
         # alone ranks.
         titles: list[tuple[tantivy.Occur, tantivy.Query]] = []

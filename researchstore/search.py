@@ -46,7 +46,7 @@ def search(
     for attempt in range(2):
         searcher = index.searcher()
         with reading() as conn:  # one SQLite snapshot for every hit of this search
-            hits, dropped = _ranked_rows(index, conn, tantivy_query, limit, searcher, filters)
+            hits, dropped = ranked_rows(index, conn, tantivy_query, limit, searcher, filters)
         if not dropped or attempt:
             break
         # Hits whose chunks SQLite no longer has: another process has
@@ -65,7 +65,7 @@ def search(
 RowReader = Callable[[sqlite3.Connection, list[str]], dict[str, dict[str, Any]]]
 
 
-def _ranked_rows(
+def ranked_rows(
     index: SearchIndex,
     conn: sqlite3.Connection,
     tantivy_query: Any,

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from researchstore import queries
 from researchstore.filters import SearchFilters
-from researchstore.search import TIE_MARGIN, Reading, _ranked_rows
+from researchstore.search import TIE_MARGIN, Reading, ranked_rows
 from researchstore.search import search as keyword_search
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def run_search(
         else:
             lexical: list[dict[str, Any]] = []
             if tantivy_query is not None:
-                lexical, _ = _ranked_rows(
+                lexical, _ = ranked_rows(
                     words,
                     conn,
                     tantivy_query,

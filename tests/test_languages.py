@@ -174,12 +174,15 @@ def _scores(store: Store, query: str) -> dict[str, float]:
 
 def test_a_quoted_cjk_run_is_a_phrase(multilingual: Store) -> None:
     plain, quoted = _scores(multilingual, "中国宇航员"), _scores(multilingual, '"中国宇航员"')
-    assert quoted["zh"] > plain["zh"]  # its bigrams stand in order in that page
+    reversed_plain = _scores(multilingual, "宇航员中国")
+    reversed_quoted = _scores(multilingual, '"宇航员中国"')
+    # Its bigrams stand in order in that page: a phrase quoted, and near one
+    # another unquoted (proximity), so both rank it above the same
+    # characters out of order, which are no phrase anywhere.
+    assert quoted["zh"] > reversed_quoted["zh"]
+    assert plain["zh"] > reversed_plain["zh"]
+    assert reversed_quoted["zh"] == pytest.approx(reversed_plain["zh"])
     assert quoted["zh-other"] == pytest.approx(plain["zh-other"])  # not in this one
-    # The same characters out of order are no phrase anywhere.
-    assert _scores(multilingual, '"宇航员中国"')["zh"] == pytest.approx(
-        _scores(multilingual, "宇航员中国")["zh"]
-    )
 
 
 def test_a_cjk_snippet_shows_the_text_with_the_word_marked(multilingual: Store) -> None:
@@ -240,8 +243,10 @@ def test_a_phrase_ranks_its_words_in_order_first_in_each_language(
         "apart": (lang, apart),
     }
     with _store_with(tmp_path, pages) as store:
+        # The same words in both; near one another, in order, in one only:
+        # it ranks first unquoted (proximity) and quoted (a phrase).
         unquoted = _scores(store, phrase)
-        assert unquoted["adjacent"] == pytest.approx(unquoted["apart"])  # the same words
+        assert unquoted["adjacent"] > unquoted["apart"]
         quoted = _scores(store, f'"{phrase}"')
         assert quoted["adjacent"] > quoted["apart"] == pytest.approx(unquoted["apart"])
 
