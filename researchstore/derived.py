@@ -129,6 +129,13 @@ class DerivedIndex(Protocol):
         """Read the index's files back in full; what is damaged, if anything (for checks)."""
         ...
 
+    #: Files the index rewrites in place on commit (all others are immutable).
+    rewritten_files: ClassVar[frozenset[str]]
+
+    def committed_files(self) -> list[Path]:
+        """The files that hold the index as of its last commit (what is packed)."""
+        ...
+
 
 def index_title(report_title: str, document_title: str | None) -> str:
     """The text indexed as a chunk's title: its report's and its document's."""

@@ -580,6 +580,15 @@ class SearchIndex:
             _raise_read_error(error, self.path)
         return counts
 
+    rewritten_files: ClassVar[frozenset[str]] = frozenset({META})
+
+    def committed_files(self) -> list[Path]:
+        """``meta.json`` and every file of the segments it lists."""
+        files = [self.path / META]
+        for listed in segment_files(self.path).values():
+            files.extend(path for path in listed if path.exists())
+        return files
+
     def verify(self) -> list[str]:
         """Read every file of the index back against its checksum; what is wrong, if anything."""
         problems = []

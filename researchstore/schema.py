@@ -293,6 +293,19 @@ def _create_vectors(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE index_pending ADD COLUMN target TEXT")
 
 
+def _create_index_files(db: sqlite_utils.Database) -> None:
+    # The derived indexes' committed files, kept in the store file so that a
+    # copy of the one file opens without a rebuild (``packing.py``).
+    db.execute(
+        "CREATE TABLE index_files ("
+        " index_name TEXT NOT NULL,"
+        " name TEXT NOT NULL,"
+        " part INTEGER NOT NULL,"
+        " data BLOB NOT NULL,"
+        " PRIMARY KEY (index_name, name, part))"
+    )
+
+
 MIGRATIONS: list[Migration] = [
     _create_core,
     _create_api_keys,
@@ -301,6 +314,7 @@ MIGRATIONS: list[Migration] = [
     _add_link_choice,
     _index_unsearchable_chunks,
     _create_vectors,
+    _create_index_files,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -154,11 +154,28 @@ class IndexSync:
         try:
             self.catch_up(wait=False)
             self.verify_counts()
+            self.pack_unpacked()
         except DiskFull as error:
             self.repairs.append(f"left for the next writer: {error.message}")
         except StoreDamaged as error:
             # Each call that meets the damage says so; reads elsewhere still work.
             self.repairs.append(f"not compared: {error.message}")
+
+    def pack_unpacked(self) -> None:
+        """Keep in the store file the indexes it holds no copy of yet (a store made
+        before copies were kept), if no other process is writing."""
+        store = self._store
+        with store.reading() as conn:
+            missing = [kind for kind in self._kinds if read_meta(conn, _packed_key(kind)) is None]
+        if not missing:
+            return
+        try:
+            with store.writing(wait=False), store.transaction() as conn:
+                for kind in missing:
+                    applied = int(read_meta(conn, _applied_key(kind)) or 0)
+                    self._pack(conn, kind, self._open[kind.name], applied)
+        except StoreLocked:
+            return
 
     def any_index_beside(self) -> bool:
         """Whether an index of a store lies beside the store file (its sidecar is there).
@@ -239,9 +256,61 @@ class IndexSync:
                     return kind.open(self.folder(kind))
                 except IndexDamaged:
                     pass
+            unpacked = self._unpack(kind)
+            if unpacked is not None:
+                if problem != "missing":
+                    self.repairs.append(f"{kind.name} restored from the store file ({problem})")
+                return unpacked
             if problem != "missing" or self._expects_entries(kind):
                 self.repairs.append(f"{kind.name} rebuilt on opening ({problem})")
             return self._rebuild(kind, problem)
+
+    def _unpack(self, kind: type[DerivedIndex]) -> DerivedIndex | None:
+        """The index as the store file holds it (``packing.py``), written into its
+        folder; None when the store holds none of this schema, or it is damaged.
+
+        Every change since it was packed is still pending, and applied after.
+        """
+        from researchstore import packing
+
+        store = self._store
+        with store.reading() as conn:
+            seq = read_meta(conn, _packed_key(kind))
+            schema = read_meta(conn, f"{kind.name}_packed_schema")
+        if seq is None or schema != str(kind.schema_version):
+            return None
+        folder = self.folder(kind)
+        temporary = folder.with_name(folder.name + f".rebuild-{os.getpid()}")
+        _remove_tree(temporary, ignore_errors=True)
+        try:
+            with self._index_errors(folder):
+                temporary.mkdir(parents=True)
+                with store.reading() as conn:
+                    packing.unpack(conn, kind.name, temporary)
+                write_sidecar(
+                    temporary,
+                    store_uuid=store.store_uuid,
+                    schema_version=kind.schema_version,
+                    applied_seq=int(seq),
+                )
+                kind.open(temporary)  # a damaged copy is rebuilt instead
+        except IndexDamaged:
+            _remove_tree(temporary, ignore_errors=True)
+            return None
+        except BaseException:
+            _remove_tree(temporary, ignore_errors=True)
+            raise
+        self._swap_in(folder, temporary)
+        with store.transaction() as conn:
+            write_meta(conn, _applied_key(kind), seq)
+        return kind.open(folder)
+
+    def _swap_in(self, folder: Path, temporary: Path) -> None:
+        old = folder.with_name(folder.name + f".old-{os.getpid()}")
+        if folder.exists():
+            os.replace(folder, old)
+        os.replace(temporary, folder)
+        _remove_tree(old, ignore_errors=True)
 
     def _expects_entries(self, kind: type[DerivedIndex]) -> bool:
         """Whether SQLite holds anything for ``kind``: a missing folder of an index
@@ -387,15 +456,13 @@ class IndexSync:
         except BaseException:
             _remove_tree(temporary, ignore_errors=True)
             raise
-        old = folder.with_name(folder.name + f".old-{os.getpid()}")
-        if folder.exists():
-            os.replace(folder, old)
-        os.replace(temporary, folder)
-        _remove_tree(old, ignore_errors=True)
+        self._swap_in(folder, temporary)
+        opened = kind.open(folder)
         with store.transaction() as conn:
             write_meta(conn, _applied_key(kind), str(snapshot_seq))
+            self._pack(conn, kind, opened, snapshot_seq)
             self._forget_applied(conn)
-        return kind.open(folder)
+        return opened
 
     # -- following the pending record --------------------------------------
 
@@ -439,7 +506,20 @@ class IndexSync:
                 last_seq = max(last_seq, rows[-1]["seq"])
         if last_seq:
             self.commit(last_seq)
+        else:
+            self._pack_lagging()  # every index is current; its copy may not be
         return len(applied_reports)
+
+    def _pack_lagging(self) -> None:
+        """Pack each index whose copy in the store file is behind what it reflects
+        (a run stopped between its index commits and its end)."""
+        with self._store.transaction() as conn:
+            for kind in self._kinds:
+                applied = int(read_meta(conn, _applied_key(kind)) or 0)
+                packed = read_meta(conn, _packed_key(kind))
+                if packed is None or int(packed) < applied:
+                    self._pack(conn, kind, self._open[kind.name], applied)
+            self._forget_applied(conn)
 
     def feed(self, report_id: int, chunks: list[Any], *, replaced: bool) -> None:
         """Give every index a report just written (uncommitted until ``commit``).
@@ -529,20 +609,52 @@ class IndexSync:
         with store.transaction() as conn:
             for kind in kinds:
                 write_meta(conn, _applied_key(kind), str(applied_seq))
+            if fed_on_write is not True:
+                # The end of a run (or a catch-up): every index reflects
+                # ``applied_seq`` now, and the store file keeps its files.
+                for kind in self._kinds:
+                    self._pack(conn, kind, self._open[kind.name], applied_seq)
             self._forget_applied(conn)
+
+    def _pack(
+        self, conn: Any, kind: type[DerivedIndex], index: DerivedIndex, applied_seq: int
+    ) -> None:
+        """Keep the index's committed files in the store file (``packing.py``)."""
+        from researchstore import packing
+
+        with self._index_errors():
+            for _ in range(3):
+                conn.execute("SAVEPOINT pack")
+                try:
+                    packing.pack(
+                        conn, kind.name, index.committed_files(), rewritten=kind.rewritten_files
+                    )
+                except (FileNotFoundError, IndexDamaged):
+                    # A background merge replaced segments while they were
+                    # read: read the new list (each file is immutable).
+                    conn.execute("ROLLBACK TO pack")
+                    conn.execute("RELEASE pack")
+                    continue
+                conn.execute("RELEASE pack")
+                break
+            else:
+                return  # left for the next commit: what it has not packed stays pending
+        write_meta(conn, _packed_key(kind), str(applied_seq))
+        write_meta(conn, f"{kind.name}_packed_schema", str(kind.schema_version))
 
     def _forget_applied(self, conn: Any) -> None:
         """Forget the pending rows every index of the store reflects.
 
         Every index the store has ever kept counts (its ``<name>_applied_seq``
-        is in ``meta``), opened here or not: a process that cannot open the
-        vector index (no ``semantic`` extra) leaves the rows that index still
-        has to apply.
+        is in ``meta``), opened here or not, and so does what the store file
+        holds of it (``<name>_packed_seq``): a copy of the file unpacks that
+        and replays the rest.
         """
         applied = [
             int(value)
             for (value,) in conn.execute(
-                "SELECT value FROM meta WHERE key LIKE '%\\_applied\\_seq' ESCAPE '\\'"
+                "SELECT value FROM meta WHERE key LIKE '%\\_applied\\_seq' ESCAPE '\\' "
+                "OR key LIKE '%\\_packed\\_seq' ESCAPE '\\'"
             )
         ]
         conn.execute("DELETE FROM index_pending WHERE seq <= ?", (min(applied, default=0),))
@@ -594,6 +706,11 @@ def _process_alive(pid: int) -> bool:
 
 def _applied_key(kind: type[DerivedIndex]) -> str:
     return f"{kind.name}_applied_seq"
+
+
+def _packed_key(kind: type[DerivedIndex]) -> str:
+    """The change of ``index_pending`` the files packed in the store file reflect."""
+    return f"{kind.name}_packed_seq"
 
 
 def _remove_tree(path: Path, *, ignore_errors: bool = True) -> None:

@@ -229,6 +229,18 @@ class VectorIndex:
         keys = np.load(self.path / _reports_name(self._generation))
         return [str(key) for key in keys[:, 0].tolist()]
 
+    rewritten_files: ClassVar[frozenset[str]] = frozenset({MANIFEST})
+
+    def committed_files(self) -> list[Path]:
+        """The manifest and the generation it names."""
+        files = [self.path / MANIFEST]
+        if self._generation:
+            files += [
+                self.path / _graph_name(self._generation),
+                self.path / _reports_name(self._generation),
+            ]
+        return files
+
     def verify(self) -> list[str]:
         """Read the generation back: both files there, and the same keys in each."""
         try:

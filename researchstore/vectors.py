@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from researchstore.db import read_meta, write_meta
 from researchstore.derived import index_title
 from researchstore.errors import InvalidInput
+from researchstore.packing import forget as forget_packed
 
 if TYPE_CHECKING:
     import numpy as np
@@ -96,6 +97,7 @@ def drop_vectors(conn: sqlite3.Connection) -> int:
         "DELETE FROM meta WHERE key IN (?, ?, ?, 'vectors_applied_seq')",
         (MODEL_KEY, DIMENSION_KEY, FOLDER_KEY),
     )
+    forget_packed(conn, "vectors")
     return count
 
 

@@ -18,6 +18,7 @@ import ipaddress
 import json
 import os
 import re
+import sqlite3
 import ssl
 import subprocess
 import sys
@@ -25,7 +26,7 @@ import threading
 import time
 import zlib
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, closing, contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -547,3 +548,10 @@ def mcp_call(client: Any, url: str, key: str, session_id: str, tool: str, argume
         "params": {"name": tool, "arguments": arguments},
     }
     return client.post(url, json=message, headers=mcp_headers(key, session_id))
+
+
+def forget_packed_indexes(db: Path) -> None:
+    """Drop the copies of the indexes a store file keeps (as a store made before them)."""
+    with closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("DELETE FROM index_files")
+        conn.execute("DELETE FROM meta WHERE key LIKE '%_packed_%'")

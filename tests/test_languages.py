@@ -9,6 +9,7 @@ way, so it finds each document by the words of its language.
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -397,6 +398,10 @@ def test_an_index_of_the_previous_schema_is_rebuilt_with_languages(tmp_path: Pat
     sidecar = tmp_path / "store.db.index" / SIDECAR
     data = json.loads(sidecar.read_text())
     sidecar.write_text(json.dumps({**data, "index_schema": 3}))
+    # The copy the store file keeps is of that schema too, as an older
+    # researchstore left it.
+    with sqlite3.connect(tmp_path / "store.db") as conn:
+        conn.execute("UPDATE meta SET value = '3' WHERE key = 'index_packed_schema'")
     with Store(tmp_path / "store.db", progress=False) as store:
         assert "index rebuilt on opening (older index schema)" in store.sync.repairs
         assert _keys(store, _search(store, "bok")) == ["nb"]

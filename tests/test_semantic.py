@@ -665,7 +665,7 @@ def test_a_deleted_vector_index_is_rebuilt_on_opening_with_the_same_answers(
 
     shutil.rmtree(_vectors_folder(meaning_store))
     with Store(meaning_store.path, progress=False, embedder=hashing) as store:
-        assert store.sync.repairs == ["vectors rebuilt on opening (missing)"]
+        assert store.sync.repairs == []  # written back from the store file's copy
         assert _answers(store) == answers
         assert_vectors_follow(store)
 
@@ -687,7 +687,7 @@ def test_a_vector_index_behind_the_store_is_rebuilt(
     shutil.rmtree(folder)
     shutil.copytree(tmp_path / "early", folder)  # a stale copy put back
     with Store(meaning_store.path, progress=False, embedder=hashing) as store:
-        assert store.sync.repairs == ["vectors rebuilt on opening (behind the store)"]
+        assert store.sync.repairs == ["vectors restored from the store file (behind the store)"]
         assert _answers(store) == answers
         assert_vectors_follow(store)
         assert len(store.search("varroa", mode="semantic", report_id=bees, limit=50)) == len(

@@ -1,0 +1,109 @@
+"""The derived indexes' committed files, kept inside the store file.
+
+So that the one ``.db`` is enough: a copy of it opens by writing these files
+back into an index folder (``unpack``), not by rebuilding the index from the
+chunks. SQLite stays the truth; these are a cache of what each index held at
+``<name>_packed_seq`` (a change of ``index_pending``), written in the same
+transaction as that number, and every pending change after it is kept until
+the index has been packed again (``sync.IndexSync._forget_applied``).
+
+Files are stored in parts of ``PART_BYTES`` (SQLite's largest value is 1 GB),
+keyed by index, file name and part. A file already packed under its name is
+not written again: index files are immutable once committed, except those an
+index names as rewritten in place (``meta.json``, ``manifest.json``).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterable
+from pathlib import Path
+from typing import BinaryIO
+
+PART_BYTES = 8 << 20
+
+
+def packed_names(conn: sqlite3.Connection, index_name: str) -> set[str]:
+    return {
+        row[0]
+        for row in conn.execute(
+            "SELECT DISTINCT name FROM index_files WHERE index_name = ?", (index_name,)
+        )
+    }
+
+
+def pack(
+    conn: sqlite3.Connection,
+    index_name: str,
+    files: Iterable[Path],
+    *,
+    rewritten: frozenset[str],
+) -> int:
+    """Make the packed files of ``index_name`` exactly ``files``; return the bytes written."""
+    held = packed_names(conn, index_name)
+    wanted = {path.name: path for path in files}
+    written = 0
+    for name in held - set(wanted):
+        conn.execute(
+            "DELETE FROM index_files WHERE index_name = ? AND name = ?", (index_name, name)
+        )
+    for name, path in sorted(wanted.items()):
+        if name in held and name not in rewritten:
+            continue
+        conn.execute(
+            "DELETE FROM index_files WHERE index_name = ? AND name = ?", (index_name, name)
+        )
+        with open(path, "rb") as handle:
+            part = 0
+            while True:
+                data = handle.read(PART_BYTES)
+                if not data and part:
+                    break
+                conn.execute(
+                    "INSERT INTO index_files (index_name, name, part, data) VALUES (?, ?, ?, ?)",
+                    (index_name, name, part, data),
+                )
+                written += len(data)
+                part += 1
+                if len(data) < PART_BYTES:
+                    break
+    return written
+
+
+def unpack(conn: sqlite3.Connection, index_name: str, folder: Path) -> int:
+    """Write the packed files of ``index_name`` into ``folder`` (which exists); the bytes."""
+    written = 0
+    handle: BinaryIO | None = None
+    current = None
+    try:
+        for name, data in conn.execute(
+            "SELECT name, data FROM index_files WHERE index_name = ? ORDER BY name, part",
+            (index_name,),
+        ):
+            if handle is None or name != current:
+                if handle is not None:
+                    _close(handle)
+                handle = open(folder / name, "wb")
+                current = name
+            handle.write(data)
+            written += len(data)
+    finally:
+        if handle is not None:
+            _close(handle)
+    return written
+
+
+def forget(conn: sqlite3.Connection, index_name: str) -> None:
+    """Drop what is packed of ``index_name`` (an index the store no longer keeps)."""
+    conn.execute("DELETE FROM index_files WHERE index_name = ?", (index_name,))
+    conn.execute(
+        "DELETE FROM meta WHERE key IN (?, ?)",
+        (f"{index_name}_packed_seq", f"{index_name}_packed_schema"),
+    )
+
+
+def _close(handle: BinaryIO) -> None:
+    handle.flush()
+    os.fsync(handle.fileno())
+    handle.close()
