@@ -63,6 +63,10 @@ OUTCOME_SCOPE_KEY = "researchstore.outcome"
 SERVER_NAME = "researchstore"
 #: Tool calls one API key may run at once over HTTP.
 CALLS_PER_KEY = 8
+#: Worker threads running tool calls, all clients together. Tool bodies are
+#: sync and never run on the event loop: each call takes a worker for as long
+#: as it runs, so a slow call holds one worker, never the others' calls.
+WORKER_THREADS = 32
 #: HTTP requests one API key may have in flight at once.
 REQUESTS_PER_KEY = 256
 
@@ -85,6 +89,8 @@ class HttpLimits:
     #: Tool calls one key may run at once; more wait their turn without
     #: taking a worker thread from other keys.
     calls_per_key: int = CALLS_PER_KEY
+    #: Tool calls running at once, all keys together (each in a worker thread).
+    worker_threads: int = WORKER_THREADS
     #: The largest request body (beyond it: 413, before it is parsed). The
     #: largest call the input schemas allow is far smaller, even with every
     #: character escaped.
@@ -138,8 +144,17 @@ def build_server(
     transport: str = "stdio",
     output_schemas: bool | None = None,
     calls_per_key: int = CALLS_PER_KEY,
+    worker_threads: int = WORKER_THREADS,
 ) -> Server[Any, Any]:
-    """A low-level MCP server serving ``profile``'s tools over ``store``."""
+    """A low-level MCP server serving ``profile``'s tools over ``store``.
+
+    The SDK handles each request in a task of its own, so calls are answered
+    as each finishes, on both transports. Each call's body runs in one of
+    ``worker_threads`` worker threads (reading through that thread's own
+    connection); over HTTP a key's calls first take one of that key's
+    ``calls_per_key`` turns, so that one key waiting for its turn holds no
+    worker another key could use.
+    """
     tools = served_tools(profile, transport)
     if output_schemas is None:
         output_schemas = output_schemas_wanted()
@@ -155,8 +170,9 @@ def build_server(
         ),
     )
 
-    # Each key's calls take turns for worker threads among themselves (over
-    # HTTP); the local user over stdio uses the default pool.
+    # Created on first use: a limiter belongs to the event loop that serves.
+    workers: list[anyio.CapacityLimiter] = []
+    # Each key's calls take turns among themselves (over HTTP), before a worker.
     limiters: dict[str, anyio.CapacityLimiter] = {}
 
     @server.list_tools()  # type: ignore[no-untyped-call, untyped-decorator]
@@ -177,12 +193,15 @@ def build_server(
             with acting_as(principal):
                 return call_tool(store, name, arguments, tools=tools)
 
-        limiter = None
+        if not workers:
+            workers.append(anyio.CapacityLimiter(worker_threads))
+        turns: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
         if principal.key_id is not None:
-            limiter = limiters.get(principal.key_id)
-            if limiter is None:
-                limiter = limiters[principal.key_id] = anyio.CapacityLimiter(calls_per_key)
-        envelope = await anyio.to_thread.run_sync(run, limiter=limiter)
+            turns = limiters.get(principal.key_id) or limiters.setdefault(
+                principal.key_id, anyio.CapacityLimiter(calls_per_key)
+            )
+        async with turns:
+            envelope = await anyio.to_thread.run_sync(run, limiter=workers[0])
         scope[OUTCOME_SCOPE_KEY] = envelope["error"]["code"] if "error" in envelope else "ok"
         return tool_result(name, envelope)
 
@@ -593,7 +612,11 @@ def http_app(
     """The ASGI app: ``/mcp`` behind the API-key check, every request in the access log."""
     limits = limits or HttpLimits()
     server = build_server(
-        store, profile=profile, transport="http", calls_per_key=limits.calls_per_key
+        store,
+        profile=profile,
+        transport="http",
+        calls_per_key=limits.calls_per_key,
+        worker_threads=limits.worker_threads,
     )
     manager = KeyedSessionManager(
         server,

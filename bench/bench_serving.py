@@ -1,0 +1,424 @@
+#!/usr/bin/env python
+"""Serving many agents at once: MCP over HTTP with 1, 4 and 16 concurrent clients (issue 12).
+
+    python bench/bench_serving.py [--chunks 100000] [--workdir DIR] [--seconds 10]
+                                  [--levels 1,4,16] [--slow-seconds 10] [--json FILE]
+
+Builds a store from ``bench_core``'s synthetic corpus (kept in ``--workdir``
+and reused while ``--chunks``/``--seed`` match), starts a real ``researchstore
+serve --transport http`` child process on it, and measures, in one run:
+
+1. ``first_answer_of_a_copy()``: the ``.db`` copied alone, first search
+   against a rebuild (filled in by the work on the index inside the file;
+   here: not measured).
+2. ``concurrent_clients()``: for each level, that many MCP clients at once,
+   each its own session and its own API key, each calling in turn
+   ``research_chunk_search`` (bench_core's queries, a quarter filtered),
+   ``research_get_chunk`` and ``get_chunk_next`` (random existing chunks)
+   for ``--seconds``: calls/s, and p50/p99 per tool. Then the ratio of the
+   highest level's calls/s to one client's (aim >= 1.6) and
+   ``research_get_chunk``'s p99 at the highest level (aim <= 20 ms).
+3. ``one_slow_call()``: one more session makes a call that takes
+   ``--slow-seconds`` while the highest level's clients run; their p99 is
+   measured only while it runs (aim: ``research_get_chunk`` p99 <= 20 ms).
+   No search of this corpus takes 10 s, so the server is this script run as
+   a child that changes one thing: a search whose query starts with
+   ``bench slow`` keeps searching (real searches, one after another, in its
+   worker thread) for ``--slow-seconds`` before answering. Every other call
+   is the real one.
+4. ``search_against_peers()``: bm25s and raw Tantivy on the same chunks
+   (filled in by the work on search speed; here: not measured).
+
+The clients are one asyncio process (httpx, raw JSON-RPC over HTTP, as an MCP
+client sends it); on a 2-core machine it shares the CPUs with the server.
+Nothing here is part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_core import ensure_corpus, log, make_queries, percentile, sample_ids
+
+#: A query that starts so is held by the child server (``one_slow_call``).
+SLOW_PREFIX = "bench slow"
+TOOLS = ("research_chunk_search", "research_get_chunk", "get_chunk_next")
+PROTOCOL = "2025-06-18"
+ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+# -- the store and the server ---------------------------------------------------------
+
+
+def build_store(workdir: Path, chunks: int, seed: int) -> Path:
+    """The corpus ingested once into ``workdir/serving.db`` (reused while it matches)."""
+    from researchstore import Store
+
+    corpus, _ = ensure_corpus(workdir, chunks, seed)
+    db = workdir / "serving.db"
+    marker = workdir / "serving.json"
+    wanted = {"chunks": chunks, "seed": seed}
+    if db.exists() and marker.exists() and json.loads(marker.read_text()) == wanted:
+        log(f"store: reusing {db}")
+        return db
+    for stale in workdir.glob("serving.db*"):
+        shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
+    log(f"store: ingesting {corpus} into {db} (not timed)")
+    with Store(db, progress=False) as store:
+        summary = store.ingest(corpus, name="bench", progress=False)
+    log(f"store: {summary.chunks:,} chunks")
+    marker.write_text(json.dumps(wanted))
+    return db
+
+
+def make_keys(db: Path, count: int) -> list[str]:
+    from researchstore import Store
+    from researchstore.auth import create_key
+
+    with Store(db, progress=False, open_indexes=False) as store:
+        return [create_key(store, label=f"bench-serving-{number}") for number in range(count)]
+
+
+def revoke_keys(db: Path, keys: list[str]) -> None:
+    from researchstore import Store
+    from researchstore.auth import revoke_key
+
+    with Store(db, progress=False, open_indexes=False) as store:
+        for key in keys:
+            revoke_key(store, key)
+
+
+@contextmanager
+def server(db: Path, workdir: Path, slow_seconds: float) -> Iterator[str]:
+    """``researchstore serve --transport http`` as a child (``child_server``); its URL."""
+    log_path = workdir / "server.log"
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child-server",
+        str(slow_seconds),
+        "serve",
+        str(db),
+        "--transport",
+        "http",
+        "--port",
+        "0",
+        "--access-log",
+        str(workdir / "access.log"),
+    ]
+    with open(log_path, "w") as errors:
+        child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors)
+    try:
+        deadline = time.monotonic() + 600
+        while True:
+            found = re.search(r"at (http://\S+/mcp) ", log_path.read_text())
+            if found:
+                break
+            if child.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the server did not start:\n{log_path.read_text()}")
+            time.sleep(0.05)
+        yield found.group(1)
+    finally:
+        child.terminate()
+        child.wait(30)
+
+
+def child_server(slow_seconds: float, argv: list[str]) -> None:
+    """The command line, with a search on ``bench slow ...`` kept busy for ``slow_seconds``."""
+    from researchstore import semantic
+    from researchstore.cli import main
+
+    real_search = semantic.run_search
+
+    def run_search(**arguments: Any) -> list[dict[str, Any]]:
+        query = str(arguments["query"])
+        if not query.startswith(SLOW_PREFIX):
+            return real_search(**arguments)
+        words = query[len(SLOW_PREFIX) :].split() or ["the"]
+        deadline = time.monotonic() + slow_seconds
+        hits: list[dict[str, Any]] = []
+        turn = 0
+        while time.monotonic() < deadline:
+            hits = real_search(**{**arguments, "query": words[turn % len(words)]})
+            turn += 1
+        return hits
+
+    semantic.run_search = run_search
+    main(args=argv, prog_name="researchstore")
+
+
+# -- the clients ------------------------------------------------------------------------
+
+
+class Client:
+    """One MCP client: its own key and session, raw JSON-RPC over HTTP."""
+
+    def __init__(self, url: str, key: str) -> None:
+        self.url = url
+        self.http = httpx.AsyncClient(headers={**ACCEPT, "x-api-key": key}, timeout=120)
+        self.session = ""
+        self.next_id = 1
+        self.errors = 0
+
+    async def open(self) -> None:
+        message = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": PROTOCOL,
+                "capabilities": {},
+                "clientInfo": {"name": "bench_serving", "version": "1"},
+            },
+        }
+        response = await self.http.post(self.url, json=message)
+        response.raise_for_status()
+        self.session = response.headers["mcp-session-id"]
+        self.http.headers.update({"mcp-session-id": self.session, "mcp-protocol-version": PROTOCOL})
+        notice = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        await self.http.post(self.url, json=notice)
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any] | None:
+        message = {
+            "jsonrpc": "2.0",
+            "id": self.next_id,
+            "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments},
+        }
+        self.next_id += 1
+        response = await self.http.post(self.url, json=message)
+        if response.status_code != 200:
+            self.errors += 1
+            return None
+        result = response.json().get("result") or {}
+        if result.get("isError", True):
+            self.errors += 1
+            return None
+        structured: dict[str, Any] = result["structuredContent"]
+        return structured
+
+    async def close(self) -> None:
+        await self.http.aclose()
+
+
+async def work(
+    client: Client,
+    rng: random.Random,
+    queries: list[dict[str, Any]],
+    chunk_ids: list[str],
+    until: asyncio.Event,
+    timings: dict[str, list[float]],
+) -> int:
+    """Search, get a chunk, the chunk after it, in turn, until ``until`` is set."""
+    calls = 0
+    while not until.is_set():
+        chunk_id = chunk_ids[rng.randrange(len(chunk_ids))]
+        plan = [
+            ("research_chunk_search", queries[rng.randrange(len(queries))]),
+            ("research_get_chunk", {"chunk_id": chunk_id}),
+            ("get_chunk_next", {"id": chunk_id, "count": 1}),
+        ]
+        for tool, arguments in plan:
+            started = time.perf_counter()
+            await client.call(tool, arguments)
+            timings[tool].append((time.perf_counter() - started) * 1000)
+            calls += 1
+    return calls
+
+
+async def run_level(
+    url: str,
+    keys: list[str],
+    clients: int,
+    seconds: float,
+    queries: list[dict[str, Any]],
+    chunk_ids: list[str],
+    *,
+    slow: tuple[str, float] | None = None,
+) -> dict[str, Any]:
+    """``clients`` clients at once for ``seconds`` (or, with ``slow``, while the
+    slow call runs); calls/s and p50/p99 per tool, after a short warm-up."""
+    opened = [Client(url, key) for key in keys[:clients]]
+    await asyncio.gather(*(client.open() for client in opened))
+    try:
+        warm = asyncio.Event()
+        warmup: dict[str, list[float]] = {tool: [] for tool in TOOLS}
+        warming = [
+            asyncio.create_task(work(c, random.Random(n), queries, chunk_ids, warm, warmup))
+            for n, c in enumerate(opened)
+        ]
+        await asyncio.sleep(min(2.0, seconds / 4))
+        warm.set()
+        await asyncio.gather(*warming)
+        for client in opened:
+            client.errors = 0
+        done = asyncio.Event()
+        timings: dict[str, list[float]] = {tool: [] for tool in TOOLS}
+        started = time.perf_counter()
+        tasks = [
+            asyncio.create_task(work(c, random.Random(100 + n), queries, chunk_ids, done, timings))
+            for n, c in enumerate(opened)
+        ]
+        slow_ms = None
+        if slow is None:
+            await asyncio.sleep(seconds)
+        else:
+            slow_key, _ = slow
+            holder = Client(url, slow_key)
+            await holder.open()
+            clock = time.perf_counter()
+            answer = await holder.call("research_chunk_search", {"query": f"{SLOW_PREFIX} soil"})
+            slow_ms = (time.perf_counter() - clock) * 1000
+            await holder.close()
+            if answer is None:
+                raise RuntimeError("the slow call failed")
+        done.set()
+        calls = sum(await asyncio.gather(*tasks))
+        elapsed = time.perf_counter() - started
+    finally:
+        await asyncio.gather(*(client.close() for client in opened))
+    figures: dict[str, Any] = {
+        "clients": clients,
+        "calls": calls,
+        "seconds": round(elapsed, 2),
+        "calls_per_s": calls / elapsed,
+        "errors": sum(client.errors for client in opened),
+    }
+    if slow_ms is not None:
+        figures["slow_call_ms"] = round(slow_ms)
+    for tool, samples in timings.items():
+        samples.sort()
+        figures[tool] = {"p50_ms": percentile(samples, 50), "p99_ms": percentile(samples, 99)}
+    return figures
+
+
+# -- the sections ----------------------------------------------------------------------
+
+
+def first_answer_of_a_copy(db: Path, workdir: Path) -> dict[str, Any]:
+    """Copy the ``.db`` alone into a fresh folder; time its first search against a
+    rebuild in the same run. Filled in with the index inside the file."""
+    print("first answer of a copied .db: not measured here")
+    return {}
+
+
+def concurrent_clients(
+    url: str, keys: list[str], levels: list[int], seconds: float, db: Path, seed: int
+) -> dict[str, Any]:
+    queries = make_queries(seed, 300)
+    chunk_ids = sample_ids(db, 2000, seed)["chunks"]
+    results = {}
+    for level in levels:
+        log(f"concurrent clients: {level} for {seconds:g} s")
+        results[level] = asyncio.run(run_level(url, keys, level, seconds, queries, chunk_ids))
+    print_levels(results)
+    one, top = results[levels[0]], results[levels[-1]]
+    ratio = top["calls_per_s"] / one["calls_per_s"]
+    p99 = top["research_get_chunk"]["p99_ms"]
+    print(
+        f"{levels[-1]} clients vs {levels[0]}: {ratio:.2f}x calls/s (aim >= 1.6: "
+        f"{'met' if ratio >= 1.6 else 'missed'}); research_get_chunk p99 at {levels[-1]}: "
+        f"{p99:.1f} ms (aim <= 20: {'met' if p99 <= 20 else 'missed'})"
+    )
+    return {"levels": results, "ratio": ratio}
+
+
+def one_slow_call(
+    url: str, keys: list[str], level: int, slow_seconds: float, db: Path, seed: int
+) -> dict[str, Any]:
+    queries = make_queries(seed, 300)
+    chunk_ids = sample_ids(db, 2000, seed)["chunks"]
+    log(f"one slow call ({slow_seconds:g} s) beside {level} clients")
+    figures = asyncio.run(
+        run_level(url, keys, level, slow_seconds, queries, chunk_ids, slow=(keys[-1], slow_seconds))
+    )
+    print_levels({level: figures}, title=f"beside one {slow_seconds:g}-second call")
+    p99 = figures["research_get_chunk"]["p99_ms"]
+    print(
+        f"the slow call took {figures['slow_call_ms'] / 1000:.1f} s; research_get_chunk p99 "
+        f"meanwhile: {p99:.1f} ms (aim <= 20: {'met' if p99 <= 20 else 'missed'})"
+    )
+    return figures
+
+
+def search_against_peers(db: Path, workdir: Path) -> dict[str, Any]:
+    """The same warm search workload through researchstore, bm25s (PyStemmer English)
+    and raw Tantivy top-10 with stored fields. Filled in with the search speed work."""
+    print("search against bm25s and raw Tantivy: not measured here")
+    return {}
+
+
+def print_levels(results: dict[int, dict[str, Any]], title: str = "") -> None:
+    header = f"{'clients':>7} {'calls/s':>8} {'errors':>6}" + "".join(
+        f" {tool + ' p50/p99 ms':>34}" for tool in TOOLS
+    )
+    if title:
+        print(title)
+    print(header)
+    for level, figures in results.items():
+        cells = "".join(
+            f" {figures[tool]['p50_ms']:>16.1f} / {figures[tool]['p99_ms']:<15.1f}"
+            for tool in TOOLS
+        )
+        print(f"{level:>7} {figures['calls_per_s']:>8.0f} {figures['errors']:>6}{cells}")
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--child-server"]:
+        child_server(float(argv[1]), argv[2:])
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chunks", type=int, default=100_000, help="size of the corpus")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=Path(os.environ.get("TMPDIR", "/tmp")) / "researchstore-bench-serving",
+        help="where the corpus and the store are kept between runs",
+    )
+    parser.add_argument("--seconds", type=float, default=10.0, help="timed seconds per level")
+    parser.add_argument("--levels", default="1,4,16", help="concurrent clients, in turn")
+    parser.add_argument("--slow-seconds", type=float, default=10.0, help="the slow call's length")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    options = parser.parse_args(argv)
+    levels = [int(level) for level in options.levels.split(",")]
+    workdir: Path = options.workdir
+    workdir.mkdir(parents=True, exist_ok=True)
+    db = build_store(workdir, options.chunks, options.seed)
+    results: dict[str, Any] = {"chunks": options.chunks, "cpus": os.cpu_count()}
+    results["first_answer_of_a_copy"] = first_answer_of_a_copy(db, workdir)
+    keys = make_keys(db, max(levels) + 1)
+    try:
+        with server(db, workdir, options.slow_seconds) as url:
+            results["concurrent_clients"] = concurrent_clients(
+                url, keys, levels, options.seconds, db, options.seed
+            )
+            results["one_slow_call"] = one_slow_call(
+                url, keys, levels[-1], options.slow_seconds, db, options.seed
+            )
+    finally:
+        revoke_keys(db, keys)
+    results["search_against_peers"] = search_against_peers(db, workdir)
+    if options.json:
+        options.json.write_text(json.dumps(results, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
