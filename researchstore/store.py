@@ -411,6 +411,7 @@ class Store:
         """
         from researchstore.embed import embed_store
 
+        self._refuse_writes()  # before any model loads
         model = embedder or self.model_for_chunks(device)
         if self._embedder is None:
             self._embedder = model  # it embeds this store's queries too
