@@ -298,13 +298,16 @@ class IndexSync:
     def _open_read_only(self, kind: type[DerivedIndex]) -> DerivedIndex:
         """Open ``kind`` for a read-only store: where it is, if current and readable
         there; else from (or built in) the cache directory."""
-        folder = self.folder(kind)
+        folder = beside = self.folder(kind)
         if folder == self.beside(kind):
             try:
                 return kind.open(folder)
-            except (IndexDamaged, OSError):
+            except (IndexDamaged, OSError) as error:
                 # Tantivy takes a lock file even to read: a read-only folder refuses it.
-                pass
+                beside_problem = f"cannot be opened there: {error}"
+        else:
+            beside = self.beside(kind)
+            beside_problem = self.problem(kind, beside) or "not current"
         cached = self._placed[kind.name] = self.cached(kind)
         try:
             cached.parent.mkdir(parents=True, exist_ok=True)
@@ -326,8 +329,8 @@ class IndexSync:
                     problem = f"unreadable: {error}"
             if self._expects_entries(kind):
                 self.repairs.append(
-                    f"{kind.name} built in {cached} (the store is read-only; its cached copy "
-                    f"was {problem})"
+                    f"{kind.name} built in {cached}: the store is read-only, the one beside it "
+                    f"({beside}) {_as_clause(beside_problem)}, and the cached copy was {problem}"
                 )
             return self._rebuild(kind, problem)
         finally:
@@ -682,6 +685,11 @@ def _process_alive(pid: int) -> bool:
     except PermissionError:
         return True  # someone else's process
     return True
+
+
+def _as_clause(problem: str) -> str:
+    """A ``problem`` said of a folder: "is missing", "is behind the store", "cannot be ..."."""
+    return problem if problem.startswith("cannot") else f"is {problem}"
 
 
 def _applied_key(kind: type[DerivedIndex]) -> str:

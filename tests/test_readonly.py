@@ -149,6 +149,10 @@ def test_a_read_only_bind_mount_serves_every_read_tool_and_refuses_writes(
     assert_reads_work_and_writes_are_refused(steps, db)
     # Tantivy cannot take its lock in the read-only index folder: the cache holds a copy.
     assert Path(steps["store"]["index_path"]).is_relative_to(work / "cache")
+    [built] = steps["store"]["check"]["repaired_on_open"]
+    assert built.startswith(
+        f"index built in {steps['store']['index_path']}: the store is read-only"
+    )
     assert steps["left_beside"] == before  # no -wal, -shm or lock file could be made
 
 
