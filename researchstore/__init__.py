@@ -18,6 +18,7 @@ from researchstore.errors import (
     StoreClosed,
     StoreDamaged,
     StoreLocked,
+    StoreReadOnly,
     UpstreamUnavailable,
 )
 
@@ -69,6 +70,7 @@ __all__ = [
     "StoreClosed",
     "StoreDamaged",
     "StoreLocked",
+    "StoreReadOnly",
     "UpstreamUnavailable",
     "__version__",
     "call_tool",

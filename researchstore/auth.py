@@ -146,7 +146,12 @@ _touched_lock = threading.Lock()
 
 
 def _touch(store: Store, key_id: str) -> None:
-    """Stamp ``last_used_at``, at most once a minute and never waiting on a writer."""
+    """Stamp ``last_used_at``, at most once a minute and never waiting on a writer.
+
+    A read-only store is served without the stamp.
+    """
+    if store.read_only:
+        return
     now = time.monotonic()
     slot = (str(store.path), key_id)
     with _touched_lock:

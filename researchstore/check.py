@@ -67,7 +67,7 @@ def check_store(store: Store) -> dict[str, Any]:
     damaged_files: list[str] = []
     unreadable = None
     # Under the writer lock: no other process merges or replaces files meanwhile.
-    with store.writing(wait=True):
+    with store.holding_off_writers():
         try:
             index.refresh()
             damaged_files = index.verify()
@@ -101,7 +101,13 @@ def check_store(store: Store) -> dict[str, Any]:
         reports_differing=len(differing),
     )
     disagreement = _disagreement(report, differing, counts, per_report)
-    if pending:
+    if pending and store.read_only:
+        problems.append(
+            f"{pending} changes are not in the word index yet ({disagreement or 'none seen'}) "
+            f"and cannot be applied: the store is read-only ({store.read_only_reason}); "
+            "searches read what the index holds. A writable open of the store applies them"
+        )
+    elif pending:
         # Until they are applied the index is expected to differ.
         problems.append(
             f"{pending} changes are not in the word index yet ({disagreement or 'none seen'}): "
@@ -130,7 +136,7 @@ def _check_vectors(
         stats = vector_stats(conn)
         model = store_model(conn)
     index = store.sync.get(VectorIndex)
-    with store.writing(wait=True):
+    with store.holding_off_writers():
         try:
             index.refresh()
             files = index.verify()

@@ -19,6 +19,7 @@ import sqlite3
 import time
 from pathlib import Path
 from typing import IO
+from urllib.parse import quote
 
 from researchstore.dates import utc_now
 from researchstore.errors import (
@@ -26,16 +27,21 @@ from researchstore.errors import (
     InvalidInput,
     ResearchStoreError,
     StoreDamaged,
+    StoreReadOnly,
     UpstreamUnavailable,
 )
 
 BUSY_TIMEOUT_MS = 10_000
 
 
-def connect(path: Path, *, cache_kib: int = 65_536) -> sqlite3.Connection:
-    """A connection in autocommit mode whose rows read by column name."""
+def connect(path: Path, *, cache_kib: int = 65_536, read_only: bool = False) -> sqlite3.Connection:
+    """A connection in autocommit mode whose rows read by column name.
+
+    ``read_only``: through ``read_only_uri``, and setting nothing in the file.
+    """
     conn = sqlite3.connect(
-        path,
+        read_only_uri(path) if read_only else path,
+        uri=read_only,
         isolation_level=None,
         check_same_thread=False,
         cached_statements=256,
@@ -43,7 +49,8 @@ def connect(path: Path, *, cache_kib: int = 65_536) -> sqlite3.Connection:
     )
     conn.row_factory = sqlite3.Row
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    conn.execute("PRAGMA journal_mode = WAL")
+    if not read_only:
+        conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA foreign_keys = ON")
     # NORMAL in WAL mode survives any process crash (kill -9); only a power
     # loss can drop the last commits, and the index checks catch that.
@@ -51,6 +58,29 @@ def connect(path: Path, *, cache_kib: int = 65_536) -> sqlite3.Connection:
     conn.execute("PRAGMA mmap_size = 2147418112")  # SQLite's default ceiling; address space only
     conn.execute(f"PRAGMA cache_size = -{int(cache_kib)}")
     return conn
+
+
+def read_only_uri(path: Path) -> str:
+    """The URI that opens ``path`` for reading only.
+
+    SQLite reads a WAL store through its shared-memory file (``-shm``), made
+    beside the store. Where the folder cannot be written, a store with no
+    write-ahead log left (every writer checkpoints at close) is opened
+    ``immutable``: no ``-shm``, no locks. One whose log still holds commits
+    needs its ``-shm`` there too, or it cannot be read (``storage_error``).
+    """
+    uri = "file:" + quote(str(path.absolute()), safe="/")
+    wal = path.with_name(path.name + "-wal")
+    if not os.access(path.parent, os.W_OK) and not _holds_bytes(wal):
+        return uri + "?mode=ro&immutable=1"
+    return uri + "?mode=ro"
+
+
+def _holds_bytes(path: Path) -> bool:
+    try:
+        return path.stat().st_size > 0
+    except OSError:
+        return False
 
 
 def open_error(
@@ -84,7 +114,7 @@ def storage_error(
     if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in text or "busy" in text:
         return UpstreamUnavailable(f"{path} is busy ({text}); try again", field="store")
     if name.startswith("SQLITE_READONLY") or "readonly" in text or "read-only" in text:
-        return InvalidInput(
+        return StoreReadOnly(
             f"{path} is read-only: researchstore needs to write the file and its folder "
             "(write-ahead log, index)",
             field="store",

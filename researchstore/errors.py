@@ -2,6 +2,7 @@
 
     ResearchStoreError              code "internal",            exit 1
      ├── InvalidInput               code "invalid_input",       exit 2
+     │    └── StoreReadOnly         code "invalid_input",       exit 2
      ├── NotEntitled                code "not_entitled",        exit 3
      ├── UpstreamUnavailable        code "upstream_unavailable", exit 4
      │    ├── StoreLocked           code "upstream_unavailable", exit 75
@@ -58,6 +59,10 @@ class InvalidInput(ResearchStoreError):
 
     code = "invalid_input"
     exit_code = 2
+
+
+class StoreReadOnly(InvalidInput):
+    """The store is read-only (a read-only file, folder or mount): it reads, never writes."""
 
 
 class NotEntitled(ResearchStoreError):

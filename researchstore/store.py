@@ -20,7 +20,13 @@ from researchstore import queries
 from researchstore.catalogue import TOOLS
 from researchstore.db import WriterLock, connect, open_error, read_meta, storage_error
 from researchstore.derived import DerivedIndex
-from researchstore.errors import InvalidInput, ResearchStoreError, StoreClosed, StoreLocked
+from researchstore.errors import (
+    InvalidInput,
+    ResearchStoreError,
+    StoreClosed,
+    StoreLocked,
+    StoreReadOnly,
+)
 from researchstore.schema import migrate
 from researchstore.sync import IndexSync
 
@@ -72,8 +78,16 @@ class Store:
         retrieval: RetrievalConfig | None = None,
         open_indexes: bool = True,
         embedder: Embedder | None = None,
+        read_only: bool | None = None,
     ) -> None:
         self.path = Path(path)
+        #: Why the store is read-only (None: it is not): it reads, and every
+        #: write is refused with ``StoreReadOnly``.
+        self.read_only_reason = (
+            ("opened read-only" if read_only else None)
+            if read_only is not None
+            else _why_read_only(self.path)
+        )
         self.chunk_tokens = chunk_tokens
         self.progress = progress
         #: How ``research_evidence_retrieve`` fetches into this store (None:
@@ -99,26 +113,37 @@ class Store:
         self._writer_depth = 0
         self._conn: sqlite3.Connection | None = None
         self.sync = IndexSync(self, lambda: derived_indexes(self), lock=self._lock)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.read_only_reason is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        elif not self.path.exists():
+            raise InvalidInput(
+                f"no store at {self.path} (and none can be made there: {self.read_only_reason})",
+                field="store",
+            )
         if self.path.is_dir():
             raise InvalidInput(f"{self.path} is a directory, not a store file", field="store")
-        if _looks_new(self.path):
+        if self.read_only_reason is None and _looks_new(self.path):
             # An index beside a new store belongs to the store this file was.
             self.sync.refuse_orphaned_indexes()
             self.sync.reload_kinds()
         #: Whether the file is known to be a store (so unreadable means damaged).
         self._known_store = self.sync.any_index_beside()
         try:
-            self._conn = connect(self.path)
-            with self.transaction() as conn:
-                migrate(conn)
-                self.store_uuid = read_meta(conn, "store_uuid") or ""
+            self._conn = connect(self.path, read_only=self.read_only)
+            if self.read_only:
+                self.store_uuid = self._read_without_migrating()
+            else:
+                with self.transaction() as conn:
+                    migrate(conn)
+                    self.store_uuid = read_meta(conn, "store_uuid") or ""
         except (sqlite3.DatabaseError, ResearchStoreError) as error:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
             if isinstance(error, ResearchStoreError):
                 raise
+            if self.read_only and _holds_bytes(self.path.with_name(self.path.name + "-wal")):
+                raise self._unmerged_log(error) from None
             raise open_error(self.path, error, known_store=self._known_store) from None
         self._known_store = True
         try:
@@ -140,6 +165,59 @@ class Store:
     @property
     def closed(self) -> bool:
         return self._conn is None
+
+    @property
+    def read_only(self) -> bool:
+        """Whether the store reads only (a read-only file, folder or mount, or asked to)."""
+        return self.read_only_reason is not None
+
+    def _refuse_writes(self) -> None:
+        if self.read_only_reason is not None:
+            raise StoreReadOnly(
+                f"the store {self.path} is read-only ({self.read_only_reason}): it can be "
+                "searched and read, not written; write to a writable copy of it",
+                field="store",
+                details={"path": str(self.path)},
+            )
+
+    def _read_without_migrating(self) -> str:
+        """The store's uuid, read without writing: a store that needs a migration is refused."""
+        from researchstore.schema import SCHEMA_VERSION
+
+        conn = self._connection()
+        conn.execute("BEGIN")
+        try:
+            found = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+            ).fetchone()
+            version = int(read_meta(conn, "schema_version") or 0) if found else 0
+            store_uuid = read_meta(conn, "store_uuid") if found else None
+        finally:
+            _end_reading(conn)
+        if version > SCHEMA_VERSION:
+            raise InvalidInput(
+                f"store schema version {version} is newer than this researchstore "
+                f"({SCHEMA_VERSION}); upgrade researchstore",
+                field="store",
+            )
+        if version < SCHEMA_VERSION:
+            raise StoreReadOnly(
+                f"the store {self.path} (schema version {version}) needs migrating to version "
+                f"{SCHEMA_VERSION}, which writes it, but it is read-only ({self.read_only_reason}):"
+                " open it once where it can be written, then copy it back",
+                field="store",
+            )
+        return store_uuid or ""
+
+    def _unmerged_log(self, error: sqlite3.DatabaseError) -> StoreReadOnly:
+        return StoreReadOnly(
+            f"the store {self.path} cannot be read ({error}): its write-ahead log "
+            f"({self.path.name}-wal) still holds commits not merged into it, and it is "
+            f"read-only ({self.read_only_reason}). Open it once where it can be written (every "
+            "researchstore command merges the log when it ends), or copy the -wal and -shm "
+            "files along with it",
+            field="store",
+        )
 
     @property
     def index_path(self) -> Path:
@@ -165,7 +243,8 @@ class Store:
                     reader.close()
                 self._readers.clear()
             try:
-                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                if not self.read_only:
+                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except sqlite3.DatabaseError:
                 pass  # another connection is reading (its close checkpoints), or a full disk
             conn.close()
@@ -188,6 +267,7 @@ class Store:
         """
         with self._lock, self._on_main_connection():
             conn = self._connection()
+            self._refuse_writes()
             nested = conn.in_transaction
             if nested:
                 yield conn
@@ -235,7 +315,7 @@ class Store:
         reader: sqlite3.Connection | None = getattr(self._local, "reader", None)
         if reader is None:
             try:
-                reader = connect(self.path, cache_kib=READER_CACHE_KIB)
+                reader = connect(self.path, cache_kib=READER_CACHE_KIB, read_only=self.read_only)
             except sqlite3.DatabaseError as error:
                 self._raise_storage_error(error)
             with self._readers_lock:
@@ -272,6 +352,7 @@ class Store:
         """Hold the store's writer lock (re-entrant within this Store)."""
         with self._lock:
             self._connection()
+            self._refuse_writes()
             if self._writer_depth == 0 and not self._writer_lock.acquire(wait=wait):
                 raise StoreLocked(
                     f"the store is being written by {self._writer_lock.holder()}",
@@ -285,6 +366,18 @@ class Store:
                 if self._writer_depth == 0:
                     self.sync.close_writers()
                     self._writer_lock.release()
+
+    @contextmanager
+    def holding_off_writers(self) -> Iterator[None]:
+        """Keep other writers out while the indexes are read back (``check``).
+
+        A read-only store cannot take the writer lock (nor be written here).
+        """
+        if self.read_only:
+            yield
+            return
+        with self.writing(wait=True):
+            yield
 
     # -- the indexes -----------------------------------------------------
 
@@ -325,6 +418,7 @@ class Store:
         """
         from researchstore.embed import embed_store
 
+        self._refuse_writes()  # before any model loads
         model = embedder or self.model_for_chunks(device)
         if self._embedder is None:
             self._embedder = model  # it embeds this store's queries too
@@ -611,6 +705,32 @@ def _end_reading(conn: sqlite3.Connection) -> None:
     except sqlite3.DatabaseError:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
+
+
+def _why_read_only(path: Path) -> str | None:
+    """Why a store at ``path`` can only be read (None: it can be written).
+
+    SQLite writes a store's folder as well as its file (the write-ahead log),
+    so a read-only folder makes a read-only store. A missing file is a new
+    store wherever its folder can be written.
+    """
+    folder = path.parent
+    if folder.is_dir() and not os.access(folder, os.W_OK):
+        try:
+            mounted_read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+        except OSError:
+            mounted_read_only = False
+        return "a read-only mount" if mounted_read_only else "a read-only folder"
+    if path.is_file() and not os.access(path, os.W_OK):
+        return "a read-only file"
+    return None
+
+
+def _holds_bytes(path: Path) -> bool:
+    try:
+        return path.stat().st_size > 0
+    except OSError:
+        return False
 
 
 def _looks_new(path: Path) -> bool:

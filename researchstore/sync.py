@@ -19,6 +19,13 @@ pending work waits for the next writer.
 
 An index beside a store file that is missing or empty belongs to the store
 that file was: it is left alone and the store refuses to open.
+
+A read-only store (a read-only file, folder or mount) writes nothing beside
+itself: it uses an index folder there that is current as it is, and
+otherwise one in the cache directory (``cache_root()``, under the store's
+``store_uuid``), built there from SQLite when it is missing or not current.
+``folder`` is the one answer to where an index lives. Pending changes wait
+for a writable open: searches read what the index holds.
 """
 
 from __future__ import annotations
@@ -33,9 +40,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
-from researchstore.db import last_pending_seq, read_meta, storage_error, write_meta
+from researchstore.db import WriterLock, last_pending_seq, read_meta, storage_error, write_meta
 from researchstore.derived import DerivedIndex, IndexDamaged
-from researchstore.errors import DiskFull, ResearchStoreError, StoreDamaged, StoreLocked
+from researchstore.errors import (
+    DiskFull,
+    ResearchStoreError,
+    StoreDamaged,
+    StoreLocked,
+    StoreReadOnly,
+)
 from researchstore.progress import progress_bar
 
 if TYPE_CHECKING:
@@ -45,6 +58,20 @@ SIDECAR = "researchstore-index.json"
 REBUILD_BATCH = 5_000
 
 IndexT = TypeVar("IndexT", bound=DerivedIndex)
+
+
+def cache_root() -> Path:
+    """Where read-only stores keep the indexes they cannot keep beside them.
+
+    ``RESEARCHSTORE_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/researchstore``,
+    else ``~/.cache/researchstore``.
+    """
+    chosen = os.environ.get("RESEARCHSTORE_CACHE_DIR")
+    if chosen:
+        return Path(chosen)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".cache"
+    return base / "researchstore"
 
 
 def read_sidecar(folder: Path) -> dict[str, Any] | None:
@@ -86,12 +113,31 @@ class IndexSync:
         self.opened = False
         #: What opening found and repaired (or could not), for ``check`` to tell.
         self.repairs: list[str] = []
+        #: Where each index of a read-only store lives, once decided.
+        self._placed: dict[str, Path] = {}
 
     # -- opening -----------------------------------------------------------
 
     def folder(self, kind: type[DerivedIndex]) -> Path:
+        """Where the index of ``kind`` lives: beside the store (``STORE.db<suffix>``),
+        or, for a read-only store whose folder there is not current, in the cache."""
+        if not self._store.read_only:
+            return self.beside(kind)
+        placed = self._placed.get(kind.name)
+        if placed is None:
+            beside = self.beside(kind)
+            placed = beside if self.problem(kind, beside) is None else self.cached(kind)
+            self._placed[kind.name] = placed
+        return placed
+
+    def beside(self, kind: type[DerivedIndex]) -> Path:
+        """The folder of ``kind`` beside the store file."""
         path = self._store.path
         return path.with_name(path.name + kind.suffix)
+
+    def cached(self, kind: type[DerivedIndex]) -> Path:
+        """The folder of ``kind`` in the cache directory, for a read-only store."""
+        return cache_root() / (self._store.store_uuid or "unknown") / self.beside(kind).name
 
     @property
     def _kinds(self) -> tuple[type[DerivedIndex], ...]:
@@ -139,7 +185,8 @@ class IndexSync:
     def open(self) -> None:
         """Open every index, rebuilding those that cannot be used as they are."""
         self.opened = True
-        self.remove_stale_folders()
+        if not self._store.read_only:
+            self.remove_stale_folders()
         for kind in self._kinds:
             self._open[kind.name] = self._open_one(kind)
 
@@ -150,7 +197,10 @@ class IndexSync:
         the record itself. On a full disk the pending work waits (reads still
         work), and an index that cannot be rebuilt now is told in ``repairs``;
         so is a damaged store file, which each call that meets it reports.
+        A read-only store applies nothing: ``check`` tells what is pending.
         """
+        if self._store.read_only:
+            return
         try:
             self.catch_up(wait=False)
             self.verify_counts()
@@ -223,9 +273,9 @@ class IndexSync:
                 if found and not _process_alive(int(found.group(1))):
                     _remove_tree(entry, ignore_errors=True)
 
-    def problem(self, kind: type[DerivedIndex]) -> str | None:
-        """Why the folder of ``kind`` cannot be used as it is, or None."""
-        sidecar = read_sidecar(self.folder(kind))
+    def problem(self, kind: type[DerivedIndex], folder: Path | None = None) -> str | None:
+        """Why the folder of ``kind`` (or ``folder``) cannot be used as it is, or None."""
+        sidecar = read_sidecar(folder or self.folder(kind))
         if sidecar is None:
             return "missing"
         if sidecar.get("store_uuid") != self._store.store_uuid:
@@ -243,6 +293,8 @@ class IndexSync:
         return None
 
     def _open_one(self, kind: type[DerivedIndex]) -> DerivedIndex:
+        if self._store.read_only:
+            return self._open_read_only(kind)
         problem = self.problem(kind)
         if problem is None:
             try:
@@ -301,8 +353,9 @@ class IndexSync:
             _remove_tree(temporary, ignore_errors=True)
             raise
         self._swap_in(folder, temporary)
-        with store.transaction() as conn:
-            write_meta(conn, _applied_key(kind), seq)
+        if not store.read_only:
+            with store.transaction() as conn:
+                write_meta(conn, _applied_key(kind), seq)
         return kind.open(folder)
 
     def _swap_in(self, folder: Path, temporary: Path) -> None:
@@ -311,6 +364,55 @@ class IndexSync:
             os.replace(folder, old)
         os.replace(temporary, folder)
         _remove_tree(old, ignore_errors=True)
+
+    def _open_read_only(self, kind: type[DerivedIndex]) -> DerivedIndex:
+        """Open ``kind`` for a read-only store: where it is, if current and readable
+        there; else from (or built in) the cache directory."""
+        folder = beside = self.folder(kind)
+        if folder == self.beside(kind):
+            try:
+                return kind.open(folder)
+            except (IndexDamaged, OSError) as error:
+                # Tantivy takes a lock file even to read: a read-only folder refuses it.
+                beside_problem = f"cannot be opened there: {error}"
+        else:
+            beside = self.beside(kind)
+            beside_problem = self.problem(kind, beside) or "not current"
+        cached = self._placed[kind.name] = self.cached(kind)
+        try:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            lock = WriterLock(cached.parent / "lock")
+            lock.acquire(wait=True)
+        except OSError as error:
+            raise StoreReadOnly(
+                f"the {kind.label} of the read-only store {self._store.path} can be kept "
+                f"neither beside it nor in the cache directory {cached.parent} ({error}): "
+                "set RESEARCHSTORE_CACHE_DIR to a folder that can be written",
+                field="store",
+            ) from None
+        try:
+            problem = self.problem(kind, cached)
+            if problem is None:
+                try:
+                    return kind.open(cached)
+                except IndexDamaged as error:
+                    problem = f"unreadable: {error}"
+            unpacked = self._unpack(kind)
+            if unpacked is not None:
+                self.repairs.append(
+                    f"{kind.name} written in {cached} from the copy the store file keeps: the "
+                    f"store is read-only, the one beside it ({beside}) "
+                    f"{_as_clause(beside_problem)}, and the cached copy was {problem}"
+                )
+                return unpacked
+            if self._expects_entries(kind):
+                self.repairs.append(
+                    f"{kind.name} built in {cached}: the store is read-only, the one beside it "
+                    f"({beside}) {_as_clause(beside_problem)}, and the cached copy was {problem}"
+                )
+            return self._rebuild(kind, problem)
+        finally:
+            lock.release()
 
     def _expects_entries(self, kind: type[DerivedIndex]) -> bool:
         """Whether SQLite holds anything for ``kind``: a missing folder of an index
@@ -457,6 +559,8 @@ class IndexSync:
             _remove_tree(temporary, ignore_errors=True)
             raise
         self._swap_in(folder, temporary)
+        if store.read_only:
+            return kind.open(folder)  # the cache's own sidecar says what it reflects
         opened = kind.open(folder)
         with store.transaction() as conn:
             write_meta(conn, _applied_key(kind), str(snapshot_seq))
@@ -702,6 +806,11 @@ def _process_alive(pid: int) -> bool:
     except PermissionError:
         return True  # someone else's process
     return True
+
+
+def _as_clause(problem: str) -> str:
+    """A ``problem`` said of a folder: "is missing", "is behind the store", "cannot be ..."."""
+    return problem if problem.startswith("cannot") else f"is {problem}"
 
 
 def _applied_key(kind: type[DerivedIndex]) -> str:

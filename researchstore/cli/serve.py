@@ -7,14 +7,22 @@ The MCP SDK is imported inside ``serve`` only: every other command, and
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
-from typing import TextIO
+from collections.abc import Iterator
+from types import FrameType
+from typing import TYPE_CHECKING, TextIO
 
 import click
 
 from researchstore.cli.common import echo_json, open_store
+from researchstore.errors import Interrupted
 from researchstore.params import PROFILES, TRANSPORTS
 from researchstore.principal import ANY_WORKSPACE, SCOPES
+
+if TYPE_CHECKING:
+    from researchstore.mcp_server import HttpLimits
+    from researchstore.store import Store
 
 #: The defaults of ``mcp_server.HttpLimits``, here too so that ``--help`` can
 #: show them without loading the MCP SDK (a test keeps the two the same).
@@ -108,11 +116,55 @@ def serve(
     address is printed on stderr once the server listens, and each request is
     a line of the access log.
     """
+    from researchstore.mcp_server import HttpLimits
+
+    limits = HttpLimits(
+        max_sessions=max_sessions,
+        sessions_per_key=sessions_per_key,
+        session_idle_timeout_s=session_idle_timeout,
+        requests_per_key=requests_per_key,
+    )
+    try:
+        with stopping_on_signals(), open_store(store_path) as store:
+            _serve(store, store_path, transport, host, port, profile, access_log, limits)
+    except KeyboardInterrupt as stop:
+        # Stopped as a server is: the store was closed (and checkpointed) on the way out.
+        signum = stop.signum if isinstance(stop, Interrupted) else signal.SIGINT
+        raise click.exceptions.Exit(128 + signum) from None
+
+
+@contextlib.contextmanager
+def stopping_on_signals() -> Iterator[None]:
+    """SIGTERM, as SIGINT already does, unwinds the server, so that the store closes.
+
+    uvicorn stops gracefully on either, then raises it again for the handler
+    it found (this one); over stdio the handler stops the event loop.
+    """
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise Interrupted(signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _serve(
+    store: Store,
+    store_path: str,
+    transport: str,
+    host: str,
+    port: int,
+    profile: str,
+    access_log: str | None,
+    limits: HttpLimits,
+) -> None:
     import anyio
 
     from researchstore.auth import list_keys
     from researchstore.mcp_server import (
-        HttpLimits,
         bind_socket,
         endpoint_url,
         http_app,
@@ -120,41 +172,34 @@ def serve(
         serve_stdio,
     )
 
-    with open_store(store_path) as store:
-        store.warm_query_model()
-        if transport == "stdio":
-            anyio.run(lambda: serve_stdio(store, profile=profile))
-            return
-        try:
-            sock = bind_socket(host, port)
-        except OSError as error:
-            raise click.ClickException(f"cannot listen on {host}:{port}: {error}") from None
-        limits = HttpLimits(
-            max_sessions=max_sessions,
-            sessions_per_key=sessions_per_key,
-            session_idle_timeout_s=session_idle_timeout,
-            requests_per_key=requests_per_key,
-        )
-        with contextlib.ExitStack() as stack:
-            log: TextIO = sys.stderr
-            if access_log is not None:
-                try:
-                    log = stack.enter_context(open(access_log, "a", encoding="utf-8"))
-                except OSError as error:
-                    raise click.ClickException(f"cannot write {access_log}: {error}") from None
-            if not list_keys(store, include_revoked=False):
-                click.echo(
-                    f"note: {store_path} has no API key yet; every request will be refused. "
-                    f"Create one with: researchstore keys create {store_path}",
-                    err=True,
-                )
+    store.warm_query_model()
+    if transport == "stdio":
+        anyio.run(lambda: serve_stdio(store, profile=profile))
+        return
+    try:
+        sock = bind_socket(host, port)
+    except OSError as error:
+        raise click.ClickException(f"cannot listen on {host}:{port}: {error}") from None
+    with contextlib.ExitStack() as stack:
+        log: TextIO = sys.stderr
+        if access_log is not None:
+            try:
+                log = stack.enter_context(open(access_log, "a", encoding="utf-8"))
+            except OSError as error:
+                raise click.ClickException(f"cannot write {access_log}: {error}") from None
+        if not list_keys(store, include_revoked=False):
             click.echo(
-                f"researchstore: serving the {profile} profile at {endpoint_url(sock)} "
-                "(x-api-key required)",
+                f"note: {store_path} has no API key yet; every request will be refused. "
+                f"Create one with: researchstore keys create {store_path}",
                 err=True,
             )
-            app = http_app(store, profile=profile, host=host, limits=limits, access_log=log)
-            serve_http(app, sock)
+        click.echo(
+            f"researchstore: serving the {profile} profile at {endpoint_url(sock)} "
+            "(x-api-key required)",
+            err=True,
+        )
+        app = http_app(store, profile=profile, host=host, limits=limits, access_log=log)
+        serve_http(app, sock)
 
 
 @click.group()
