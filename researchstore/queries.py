@@ -373,6 +373,15 @@ def search_rows_by_rowid(
     return {row["_rowid"]: row for row in _search_rows(conn, "c.id", rowids)}
 
 
+#: Where a search hit's row comes from: its chunk, document, report, source,
+#: and the workspace whose evidence it is (if any).
+_HITS_FROM = (
+    "FROM chunks c JOIN documents d ON d.id = c.document_rowid "
+    "JOIN reports r ON r.report_id = c.report_id JOIN sources s ON s.id = r.source_id "
+    "LEFT JOIN evidence e ON e.report_id = c.report_id"
+)
+
+
 def _search_rows(
     conn: sqlite3.Connection, column: str, values: Sequence[Any]
 ) -> list[dict[str, Any]]:
@@ -383,10 +392,7 @@ def _search_rows(
         "SELECT c.chunk_id, c.report_id, d.document_id, r.title, r.date, c.text, r.tags, "
         "c.position, c.start_ms, c.end_ms, c.heading_path, d.kind, d.title AS document_title, "
         "s.name AS source, s.kind AS source_kind, c.id AS rowid, e.workspace_id "
-        "FROM chunks c JOIN documents d ON d.id = c.document_rowid "
-        "JOIN reports r ON r.report_id = c.report_id JOIN sources s ON s.id = r.source_id "
-        "LEFT JOIN evidence e ON e.report_id = c.report_id "
-        f"WHERE {column} IN ({marks}) AND {SEARCHABLE}",
+        f"{_HITS_FROM} WHERE {column} IN ({marks}) AND {SEARCHABLE}",
         list(values),
     ).fetchall()
     return [
@@ -440,10 +446,7 @@ def _candidate_rows(
     marks = ",".join("?" * len(values))
     rows = conn.execute(
         "SELECT c.id, c.chunk_id, c.report_id, r.date, r.tags, d.kind, s.name, s.kind, "
-        "e.workspace_id FROM chunks c JOIN documents d ON d.id = c.document_rowid "
-        "JOIN reports r ON r.report_id = c.report_id JOIN sources s ON s.id = r.source_id "
-        "LEFT JOIN evidence e ON e.report_id = c.report_id "
-        f"WHERE {column} IN ({marks}) AND {SEARCHABLE}",
+        f"e.workspace_id {_HITS_FROM} WHERE {column} IN ({marks}) AND {SEARCHABLE}",
         list(values),
     ).fetchall()
     return [

@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from researchstore.index import SearchIndex
     from researchstore.vector_index import VectorIndex
 
-MODES = ("keyword", "semantic", "hybrid")
 #: Candidates taken from each list before fusing: what the tool's deepest page
 #: (50 hits, and 5 for ties) needs. Deeper pools lower Recall@100 on SciFact
 #: (0.957 with 55 from each list, 0.933 with 105: bench/quality_search.py).
