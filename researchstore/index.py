@@ -902,7 +902,7 @@ def _plain_spans(
     wide = not joined.isascii()
     # In bytes, where translating is a table lookup: a "?" of the text is
     # punctuation, then every character past ASCII becomes a "?" and ``_PAST``.
-    encoded = joined.replace("?", " ").encode("ascii", "replace") if wide else joined.encode()
+    encoded = joined.replace("?", " ").encode("ascii", "replace")
     spaced = " " + encoded.translate(_SEPARATORS).decode("ascii") + " "
     # A match starting at ``spaced[i]`` (the space) is a word at ``joined[i]``,
     # and ends where the match does, less one.
@@ -1036,7 +1036,7 @@ def _prefixes(terms: dict[str, frozenset[str]]) -> frozenset[str]:
 @functools.lru_cache(maxsize=256)
 def _starts(prefixes: frozenset[str]) -> re.Pattern[str]:
     """The words starting with ``prefixes`` (ASCII ones) of a text as
-    ``_candidate_spans`` writes it, each with the space before it."""
+    ``_plain_spans`` writes it, each with the space before it."""
     alternatives = [
         re.escape(prefix) + ("[a-z0-9]*" if len(prefix) == _PREFIX else "(?![a-z0-9])")
         for prefix in sorted(prefixes)
@@ -1047,7 +1047,7 @@ def _starts(prefixes: frozenset[str]) -> re.Pattern[str]:
     return re.compile(f" (?:{'|'.join(alternatives)})")
 
 
-#: Stands for a character past ASCII in the text ``_candidate_spans`` searches.
+#: Stands for a character past ASCII in the text ``_plain_spans`` searches.
 _PAST = "\x01"
 _PAST_RUN = re.compile(f"{_PAST}+")
 _SEPARATORS = bytes(

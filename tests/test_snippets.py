@@ -24,6 +24,8 @@ TEXTS = [
     "Plain words " + "x" * 45 + " mites beside a word too long for the index.",
     "Straße und Maßnahmen: mites in the İstanbul apiary, MITES again.",
     "B12 and b1 are not the same; B1 vitamins, b12b1 neither.",
+    "Why?Mites!Flies?dry...mites?",
+    "Why?Mites!Flies?dry...café?mites",
 ]
 QUERY = "mite café fly elephant b1 dry straße"
 
