@@ -26,6 +26,7 @@ disk is told apart from damage.
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import math
 import os
@@ -767,32 +768,16 @@ class SearchIndex:
     ) -> list[str]:
         """Highlighted fragments (HTML-escaped, matches in ``<b>``) of ``texts``.
 
-        A text's words are matched as analysed in its own language; which
-        that is, the text does not say, so each analysis the query was built
-        for is tried and the one that matches most words wins (English on a
-        tie). A query not built here highlights nothing.
+        Each is cut from the hit's own text in one cheap pass (``highlight``),
+        with no pass of Tantivy's over it: a text's words are matched as
+        analysed in its own language; which that is, the text does not say,
+        so each analysis the query was built for is tried and the one that
+        matches most words wins (English on a tie). A query not built here
+        highlights nothing. ``searcher`` is not needed; it is taken for the
+        callers that have one.
         """
-        searcher = searcher or self.searcher()
         terms = query.terms if isinstance(query, WordQuery) else {}
-        tantivy_query = query.query if isinstance(query, WordQuery) else query
-        try:
-            generator = tantivy.SnippetGenerator.create(searcher, tantivy_query, SCHEMA, "text")
-        except BaseException as error:
-            _raise_read_error(error, self.path)
-        generator.set_max_num_chars(max_chars)
-        other_languages = any(analysis != DEFAULT_ANALYSIS for analysis in terms)
-        out = []
-        for text in texts:
-            # Tantivy cuts the snippet of an English text, as it analysed it;
-            # a text another analysis matches better, or with CJK runs, is cut here.
-            if other_languages or has_cjk(text):
-                matches = _matches(text, terms)
-                if matches.origins is not None or matches.analysis not in (None, "en"):
-                    out.append(_highlight_matches(text, matches, max_chars))
-                    continue
-            html = generator.snippet_from_doc(tantivy.Document(text=text)).to_html()
-            out.append(html or escape_html(text[:max_chars]))
-        return out
+        return highlights(texts, terms, max_chars=max_chars)
 
 
 def _unmarked(terms: list[str], analysis: str) -> list[str]:
@@ -852,44 +837,12 @@ _STEMMERS = {
     for analysis, stemmer in ANALYSES.items()
 }
 #: A stem starts as its word does, folded: a word is stemmed only when its
-#: first characters are those of some term.
+#: first characters are those of some term (or, for a stem that turned a
+#: final "y" into "i", as "fly" into "fli", those with the "y").
 _PREFIX = 3
-
-
-@dataclass(slots=True)
-class _Matches:
-    """Which words of a text (in its bigram form) a query matches, under which analysis."""
-
-    indexed: str
-    origins: list[int] | None
-    analysis: str | None
-    positions: list[int]
-    words: int
-
-
-def _matches(text: str, terms: dict[str, frozenset[str]]) -> _Matches:
-    """The analysis under which most words of ``text`` match the query, and where.
-
-    English first: another analysis wins only with more matches.
-    """
-    indexed, origins = cjk_bigrams_with_offsets(text)
-    folded = _FOLDED.analyze(indexed)
-    prefixes = {term[:_PREFIX] for wanted in terms.values() for term in wanted}
-    candidates = [position for position, word in enumerate(folded) if word[:_PREFIX] in prefixes]
-    best: str | None = None
-    matched: list[int] = []
-    if candidates:
-        words = " ".join(folded[position] for position in candidates)
-        for analysis in sorted(terms, key=lambda analysis: analysis != DEFAULT_ANALYSIS):
-            stemmer = _STEMMERS[analysis]
-            stems = stemmer.analyze(words) if stemmer is not None else words.split(" ")
-            if len(stems) != len(candidates):
-                continue  # a folded word that is not one word (never seen): no highlight
-            wanted = terms[analysis]
-            found = [candidates[i] for i, stem in enumerate(stems) if stem in wanted]
-            if len(found) > len(matched):
-                best, matched = analysis, found
-    return _Matches(indexed, origins, best, matched, len(folded))
+_STOPWORDS = frozenset(STOPWORDS)
+#: Tantivy's ``remove_long``: a token this many bytes long or longer is dropped.
+_LONGEST = 40
 
 
 def highlight(text: str, terms: dict[str, frozenset[str]], *, max_chars: int = 200) -> str:
@@ -899,16 +852,217 @@ def highlight(text: str, terms: dict[str, frozenset[str]], *, max_chars: int = 2
     (starting at a match) holding the most distinct matched words; without
     a match, the text's beginning.
     """
-    return _highlight_matches(text, _matches(text, terms), max_chars)
+    return highlights([text], terms, max_chars=max_chars)[0]
 
 
-def _highlight_matches(text: str, matches: _Matches, max_chars: int) -> str:
-    if not matches.positions:
-        return escape_html(text[:max_chars])
-    spans = _word_spans(matches.indexed, matches.positions, matches.words)
-    if matches.origins is not None:
-        spans = original_spans(spans, matches.origins)
-    return fragment_html(text, spans, max_chars)
+def highlights(
+    texts: Sequence[str], terms: dict[str, frozenset[str]], *, max_chars: int = 200
+) -> list[str]:
+    """``highlight`` for each of ``texts``: the ASCII ones (most) all in one pass."""
+    found: list[list[tuple[int, int]]] = [[] for _ in texts]
+    if terms:
+        prefixes = _prefixes(terms)
+        lowered = [text.lower() for text in texts]
+        # ASCII texts (most) in one batch, the other texts without CJK in another.
+        narrow = [i for i, text in enumerate(texts) if text.isascii()]
+        wide = [
+            i
+            for i, text in enumerate(texts)
+            if not text.isascii() and len(lowered[i]) == len(text) and not has_cjk(text)
+        ]
+        done = set()
+        for batch in (narrow, wide):
+            spans = _plain_spans([lowered[i] for i in batch], terms, prefixes)
+            if spans is not None:
+                for i, found_spans in zip(batch, spans, strict=True):
+                    found[i] = found_spans
+                done.update(batch)
+        for i, text in enumerate(texts):
+            if i not in done:
+                found[i] = _matched_spans(text, terms, prefixes)
+    return [
+        fragment_html(text, spans, max_chars) if spans else escape_html(text[:max_chars])
+        for text, spans in zip(texts, found, strict=True)
+    ]
+
+
+def _plain_spans(
+    lowered: list[str], terms: dict[str, frozenset[str]], prefixes: frozenset[str]
+) -> list[list[tuple[int, int]]] | None:
+    """Where the words the query matches stand in each of the ``lowered`` texts
+    (lower-cased, no CJK); None when a word past ASCII does not fold to one.
+
+    The texts are searched as one, every ASCII character that is not a
+    letter or digit written as a space (``_SEPARATORS``) and every one past
+    ASCII as ``_PAST``, so that a word starts after a space: the query's
+    pattern (``_starts``) jumps from space to space, never trying its
+    prefixes inside a word. A word with a character past ASCII is split
+    as the index splits it and folded. The words found are stemmed together,
+    once per analysis; each text then takes the analysis that matches most
+    of its words (English on a tie).
+    """
+    if not lowered:
+        return []
+    joined = " ".join(lowered)
+    bases, at = [], 0
+    for text in lowered:
+        bases.append(at)
+        at += len(text) + 1
+    wide = not joined.isascii()
+    # In bytes, where translating is a table lookup: a "?" of the text is
+    # punctuation, then every character past ASCII becomes a "?" and ``_PAST``.
+    encoded = joined.replace("?", " ").encode("ascii", "replace")
+    spaced = " " + encoded.translate(_SEPARATORS).decode("ascii") + " "
+    # A match starting at ``spaced[i]`` (the space) is a word at ``joined[i]``,
+    # and ends where the match does, less one.
+    matches = [match.span() for match in _starts(prefixes).finditer(spaced)]
+    if not wide:
+        spans = [(start, end - 1) for start, end in matches if end - start <= _LONGEST]
+        words = [joined[start:end] for start, end in spans]
+    else:
+        split = _wide_words(joined, spaced, matches, prefixes)
+        if split is None:
+            return None
+        spans, words = split
+    if not _STOPWORDS.isdisjoint(words):
+        kept = [i for i, word in enumerate(words) if word not in _STOPWORDS]
+        spans = [spans[i] for i in kept]
+        words = [words[i] for i in kept]
+    stems = _stems(words, terms)
+    out: list[list[tuple[int, int]]] = []
+    first = 0
+    for number, base in enumerate(bases):
+        limit = bases[number + 1] if number + 1 < len(bases) else len(joined) + 1
+        last = first
+        while last < len(spans) and spans[last][0] < limit:
+            last += 1
+        matched: list[int] = []
+        for analysis, analysed in stems.items():
+            wanted = terms[analysis]
+            hits = [i for i in range(first, last) if analysed[i] in wanted]
+            if len(hits) > len(matched):
+                matched = hits
+        out.append([(spans[i][0] - base, spans[i][1] - base) for i in matched])
+        first = last
+    return out
+
+
+def _wide_words(
+    joined: str, spaced: str, matches: list[tuple[int, int]], prefixes: frozenset[str]
+) -> tuple[list[tuple[int, int]], list[str]] | None:
+    """``_plain_spans``'s words and their spans in a text with characters past
+    ASCII: each word holding one split as the index splits it, and folded."""
+    found = {(start, end - 1) for start, end in matches if spaced[end] != _PAST}
+    folded: dict[tuple[int, int], str] = {}
+    runs: list[tuple[int, int]] = []
+    for run in _PAST_RUN.finditer(spaced):
+        start, end = run.start() - 1, run.end() - 1  # in ``joined``
+        while start > 0 and joined[start - 1].isalnum():
+            start -= 1
+        while end < len(joined) and joined[end].isalnum():
+            end += 1
+        runs.extend(word.span() for word in _WORD.finditer(joined, start, end))
+    if runs:
+        forms = _FOLDED.analyze(" ".join(joined[start:end] for start, end in runs))
+        if len(forms) != len(runs):
+            return None
+        folded = dict(zip(runs, forms, strict=True))
+        found.update(runs)
+    spans, words = [], []
+    for span in sorted(found):
+        word = folded.get(span) or joined[span[0] : span[1]]
+        if word[:_PREFIX] in prefixes and len(joined[span[0] : span[1]].encode()) < _LONGEST:
+            spans.append(span)
+            words.append(word)
+    return spans, words
+
+
+def _stems(words: list[str], terms: dict[str, frozenset[str]]) -> dict[str, list[str]]:
+    """``words`` (folded) stemmed by each analysis of ``terms``, English first; an
+    analysis whose stemmer does not give one stem a word is left out (never seen)."""
+    joined = " ".join(words)
+    stems = {}
+    for analysis in sorted(terms, key=lambda analysis: analysis != DEFAULT_ANALYSIS):
+        stemmer = _STEMMERS[analysis]
+        analysed = stemmer.analyze(joined) if stemmer is not None and words else words
+        if len(analysed) == len(words):
+            stems[analysis] = analysed
+    return stems
+
+
+def _matched_spans(
+    text: str, terms: dict[str, frozenset[str]], prefixes: frozenset[str]
+) -> list[tuple[int, int]]:
+    """Where in ``text`` the words the query matches stand, under the analysis that
+    matches most of them (English first: another wins only with more matches).
+
+    Only words that start as some term does are stemmed. The text is split
+    as the index splits it, CJK runs as bigrams, and folded: the path for
+    texts ``_plain_spans`` does not take. ``prefixes``: ``_prefixes(terms)``.
+    """
+    indexed, origins = cjk_bigrams_with_offsets(text)
+    folded = _FOLDED.analyze(indexed)
+    candidates = [position for position, word in enumerate(folded) if word[:_PREFIX] in prefixes]
+    chosen = _best_analysis([folded[position] for position in candidates], terms)
+    if not chosen:
+        return []
+    found_spans = _word_spans(indexed, [candidates[i] for i in chosen], len(folded))
+    if origins is not None:
+        found_spans = original_spans(found_spans, origins)
+    return found_spans
+
+
+def _best_analysis(words: list[str], terms: dict[str, frozenset[str]]) -> list[int]:
+    """Which of ``words`` (folded) match, as the indexes into ``words``, under the
+    analysis of ``terms`` that matches most of them (English on a tie)."""
+    matched: list[int] = []
+    if not words:
+        return matched
+    joined = " ".join(words)
+    for analysis in sorted(terms, key=lambda analysis: analysis != DEFAULT_ANALYSIS):
+        stemmer = _STEMMERS[analysis]
+        stems = stemmer.analyze(joined) if stemmer is not None else words
+        if len(stems) != len(words):
+            continue  # a folded word that is not one word (never seen): no highlight
+        wanted = terms[analysis]
+        found = [i for i, stem in enumerate(stems) if stem in wanted]
+        if len(found) > len(matched):
+            matched = found
+    return matched
+
+
+def _prefixes(terms: dict[str, frozenset[str]]) -> frozenset[str]:
+    prefixes = set()
+    for wanted in terms.values():
+        for term in wanted:
+            prefix = term[:_PREFIX]
+            prefixes.add(prefix)
+            if prefix.endswith("i"):
+                prefixes.add(prefix[:-1] + "y")
+    return frozenset(prefixes)
+
+
+@functools.lru_cache(maxsize=256)
+def _starts(prefixes: frozenset[str]) -> re.Pattern[str]:
+    """The words starting with ``prefixes`` (ASCII ones) of a text as
+    ``_plain_spans`` writes it, each with the space before it."""
+    alternatives = [
+        re.escape(prefix) + ("[a-z0-9]*" if len(prefix) == _PREFIX else "(?![a-z0-9])")
+        for prefix in sorted(prefixes)
+        if prefix.isascii()
+    ]
+    if not alternatives:
+        return re.compile("(?!)")
+    return re.compile(f" (?:{'|'.join(alternatives)})")
+
+
+#: Stands for a character past ASCII in the text ``_plain_spans`` searches.
+_PAST = "\x01"
+_PAST_RUN = re.compile(f"{_PAST}+")
+_SEPARATORS = bytes(
+    code if chr(code).isalnum() else ord(_PAST) if chr(code) == "?" else ord(" ")
+    for code in range(256)
+)
 
 
 # Tantivy's simple tokenizer splits on what is not alphanumeric; so does this

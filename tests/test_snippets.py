@@ -1,0 +1,94 @@
+"""Snippets: cut from a hit's own text in one cheap pass, marking what the index matched.
+
+``highlights`` finds the words of each text that start as a query term does
+(one pattern over all the texts of a search), stems only those, and keeps
+the window holding the most distinct matched words. These tests hold it to
+the index's own analysis, word for word.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pytest
+
+from researchstore.index import MARK, analyze, highlight, highlights, index_terms
+
+TEXTS = [
+    "Varroa mites were counted; the mite loads (mites per 100 bees) fell.",
+    "Flies fly over the dry fields while the flies' larvae dry out.",
+    "A café – “Mites” in «Café» beds; cafés, CAFE and Café-au-lait? Mites!",
+    "snake_case mites_and_bees: under_scores split words as the index does.",
+    "Éléphants and élan: accents fold, so Elephant matches éléphant.",
+    "Plain words " + "x" * 45 + " mites beside a word too long for the index.",
+    "Straße und Maßnahmen: mites in the İstanbul apiary, MITES again.",
+    "B12 and b1 are not the same; B1 vitamins, b12b1 neither.",
+    "Why?Mites!Flies?dry...mites?",
+    "Why?Mites!Flies?dry...café?mites",
+]
+QUERY = "mite café fly elephant b1 dry straße"
+
+
+def _marked(snippet: str) -> list[str]:
+    return [html.unescape(word) for word in re.findall(r"<b>(.*?)</b>", snippet)]
+
+
+def _index_matches(text: str, query: str) -> list[str]:
+    """The words of ``text`` the English index holds as one of the query's terms."""
+    wanted = set(index_terms(query))
+    return [word for word in re.findall(r"[^\W_]+", text) if set(analyze(word)) & wanted]
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_a_snippet_marks_exactly_the_words_the_index_matches(text: str) -> None:
+    terms = {"en": frozenset(index_terms(QUERY))}
+    snippet = highlight(text, terms, max_chars=10_000)
+    assert _marked(snippet) == _index_matches(text, QUERY)
+    # Nothing else changes: the text, escaped, with marks.
+    bare = snippet.replace("<b>", "").replace("</b>", "")
+    assert html.unescape(bare) == text.strip()
+    assert "<" not in bare and ">" not in bare
+
+
+def test_texts_are_highlighted_alike_alone_and_together() -> None:
+    russian = frozenset(term.removesuffix(MARK) for term in index_terms("мир", "ru"))
+    terms = {"en": frozenset(index_terms(QUERY)), "ru": russian}
+    texts = [*TEXTS, "Привет мир: «мир» и мировой mites", "中国宇航员们 mites", "no match here"]
+    together = highlights(texts, terms)
+    assert together == [highlight(text, terms) for text in texts]
+    # The analysis matching most words of a text wins: Russian here, twice.
+    assert _marked(together[-3]) == ["мир", "мир"]
+    assert _marked(together[-2]) == ["mites"]
+    assert together[-1] == "no match here"
+
+
+def test_the_window_kept_holds_the_most_distinct_matched_words() -> None:
+    text = (
+        "Mites appear once at the start. "
+        + "Filler sentence about nothing in particular. " * 12
+        + "Here bees and mites and flies stand together. "
+        + "More filler to the end. " * 8
+    )
+    terms = {"en": frozenset(index_terms("mites bees flies"))}
+    snippet = highlight(text, terms)
+    assert {word.lower() for word in _marked(snippet)} == {"mites", "bees", "flies"}
+    assert len(html.unescape(snippet.replace("<b>", "").replace("</b>", ""))) <= 200
+    # The snippet starts and ends at word boundaries of the text.
+    plain = html.unescape(snippet.replace("<b>", "").replace("</b>", ""))
+    start = text.index(plain)
+    assert start == 0 or not text[start - 1].isalnum()
+
+
+def test_no_match_shows_the_start_of_the_text_escaped() -> None:
+    text = "<script>alert(1)</script> & nothing the query asks for. " * 10
+    snippet = highlight(text, {"en": frozenset(index_terms("varroa"))})
+    assert snippet == html.escape(text[:200], quote=False)
+    assert highlights([text], {}) == [html.escape(text[:200], quote=False)]
+
+
+def test_a_text_holding_the_marks_own_characters_is_still_escaped() -> None:
+    text = "control \x02 and \x03 characters <b> beside mites & bees"
+    snippet = highlight(text, {"en": frozenset(index_terms("mites"))})
+    assert "<b>mites</b>" in snippet
+    assert "&lt;b&gt;" in snippet and "\x02" in snippet and "&amp;" in snippet
