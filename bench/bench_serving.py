@@ -9,8 +9,7 @@ and reused while ``--chunks``/``--seed`` match), starts a real ``researchstore
 serve --transport http`` child process on it, and measures, in one run:
 
 1. ``first_answer_of_a_copy()``: the ``.db`` copied alone, first search
-   against a rebuild (filled in by the work on the index inside the file;
-   here: not measured).
+   against a rebuild, each in a fresh process (``bench_copy``).
 2. ``concurrent_clients()``: for each level, that many MCP clients at once,
    each its own session and its own API key, each calling in turn
    ``research_chunk_search`` (bench_core's queries, a quarter filtered),
@@ -26,8 +25,9 @@ serve --transport http`` child process on it, and measures, in one run:
    ``bench slow`` keeps searching (real searches, one after another, in its
    worker thread) for ``--slow-seconds`` before answering. Every other call
    is the real one.
-4. ``search_against_peers()``: bm25s and raw Tantivy on the same chunks
-   (filled in by the work on search speed; here: not measured).
+4. ``search_against_peers()``: the same warm searches through researchstore,
+   bm25s (PyStemmer English) and raw Tantivy top-10 with stored fields, on
+   this store's chunks and on SciFact's (``bench_search_peers.run_peers``).
 
 The clients are one asyncio process (httpx, raw JSON-RPC over HTTP, as an MCP
 client sends it); on a 2-core machine it shares the CPUs with the server.
@@ -370,11 +370,37 @@ def one_slow_call(
     return figures
 
 
-def search_against_peers(db: Path, workdir: Path) -> dict[str, Any]:
+def search_against_peers(db: Path, workdir: Path, seed: int) -> dict[str, Any]:
     """The same warm search workload through researchstore, bm25s (PyStemmer English)
-    and raw Tantivy top-10 with stored fields. Filled in with the search speed work."""
-    print("search against bm25s and raw Tantivy: not measured here")
-    return {}
+    and raw Tantivy top-10 with stored fields, on this store's chunks and on SciFact's
+    (``bench_search_peers``)."""
+    from bench_search_peers import print_results, run_peers, scifact
+
+    from researchstore import Store
+
+    log("search against bm25s and raw Tantivy")
+    results: dict[str, Any] = {}
+    scratch = workdir / "peers"
+    scratch.mkdir(exist_ok=True)
+    with Store(db, progress=False) as store:
+        queries = [query["query"] for query in make_queries(seed, 300)]
+        results["synthetic"] = run_peers(store, queries, scratch)
+    print_results(
+        f"this store ({results['synthetic']['chunks']['count']:,} chunks)", results["synthetic"]
+    )
+    try:
+        store, queries = scifact(scratch, 300)
+    except (OSError, SystemExit) as error:
+        print(f"SciFact: not measured ({error})")
+        return results
+    with store:
+        results["scifact"] = run_peers(store, queries, scratch)
+    print_results("SciFact", results["scifact"])
+    ratio = results["scifact"]["bm25s"]["researchstore_p50_ms_ratio"]
+    print(f"SciFact: researchstore p50 {ratio:.2f}x bm25s's (target <= 1.0)")
+    ratio = results["synthetic"]["tantivy"]["researchstore_p50_ms_ratio"]
+    print(f"this store: researchstore p50 {ratio:.2f}x raw Tantivy's (target <= 2 at 1M)")
+    return results
 
 
 def print_levels(results: dict[int, dict[str, Any]], title: str = "") -> None:
@@ -427,7 +453,7 @@ def main(argv: list[str]) -> int:
             )
     finally:
         revoke_keys(db, keys)
-    results["search_against_peers"] = search_against_peers(db, workdir)
+    results["search_against_peers"] = search_against_peers(db, workdir, options.seed)
     if options.json:
         options.json.write_text(json.dumps(results, indent=2, default=str))
     return 0
