@@ -145,6 +145,19 @@ _touched: dict[tuple[str, str], float] = {}
 _touched_lock = threading.Lock()
 
 
+def touch_due(store: Store, key_id: str) -> bool:
+    """Whether ``key_id``'s ``last_used_at`` would be stamped now (``_touch``)."""
+    if store.read_only:
+        return False
+    last = _touched.get((str(store.path), key_id), -TOUCH_INTERVAL_S)
+    return time.monotonic() - last >= TOUCH_INTERVAL_S
+
+
+def touch(store: Store, key_id: str) -> None:
+    """Stamp ``key_id``'s ``last_used_at`` (at most once a minute; see ``_touch``)."""
+    _touch(store, key_id)
+
+
 def _touch(store: Store, key_id: str) -> None:
     """Stamp ``last_used_at``, at most once a minute and never waiting on a writer.
 
@@ -173,4 +186,4 @@ def _touch(store: Store, key_id: str) -> None:
             _touched.pop(slot, None)
 
 
-__all__ = ["authenticate", "create_key", "list_keys", "revoke_key"]
+__all__ = ["authenticate", "create_key", "list_keys", "revoke_key", "touch", "touch_due"]
