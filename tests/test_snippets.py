@@ -26,6 +26,8 @@ TEXTS = [
     "B12 and b1 are not the same; B1 vitamins, b12b1 neither.",
     "Why?Mites!Flies?dry...mites?",
     "Why?Mites!Flies?dry...café?mites",
+    "Runs side by side: ÉlÉphant–café—mites…«Éléphants» ending in café",
+    "éléphant",
 ]
 QUERY = "mite café fly elephant b1 dry straße"
 
