@@ -29,13 +29,21 @@ def original_spans(spans: list[tuple[int, int]], origins: list[int]) -> list[tup
     return merged
 
 
-def fragment_html(text: str, spans: list[tuple[int, int]], max_chars: int) -> str:
+def fragment_html(
+    text: str,
+    spans: list[tuple[int, int]],
+    max_chars: int,
+    words: list[str] | None = None,
+) -> str:
     """About ``max_chars`` of ``text``, HTML-escaped, with the words at ``spans`` in ``<b>``.
 
     The window kept is the one (starting at a match) holding the most
     distinct matched words, with some text before its first match.
+    ``words``: the matched words, lower-cased, when the caller has them.
     """
-    best_start, _ = _best_window(text, spans, max_chars)
+    if words is None:
+        words = [text[start:end].lower() for start, end in spans]
+    best_start, _ = _best_window(words, spans, max_chars)
     first = bisect_left(spans, (best_start, -1))
     last_end = best_start
     for start, stop in spans[first:]:
@@ -86,12 +94,14 @@ def word_start(text: str, at: int) -> int:
     return at
 
 
-def _best_window(text: str, spans: list[tuple[int, int]], max_chars: int) -> tuple[int, int]:
+def _best_window(words: list[str], spans: list[tuple[int, int]], max_chars: int) -> tuple[int, int]:
     """The start of the first ``max_chars`` window (at a span's start) holding the
-    most distinct matched words, and how many: one pass over ``spans`` (in
-    order), which stops at a window holding every word matched."""
-    words = [text[s:e].lower() for s, e in spans]
+    most distinct matched ``words`` (one for each of ``spans``), and how many:
+    one pass over ``spans`` (in order), which stops at a window holding every
+    word matched."""
     every = len(set(words))
+    if spans[-1][1] - spans[0][0] <= max_chars:
+        return spans[0][0], every  # every match fits in the first window
     counts: dict[str, int] = {}
     best_start, best_count = spans[0][0], 0
     end, count = 0, len(spans)

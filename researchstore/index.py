@@ -34,6 +34,7 @@ import re
 import sqlite3
 import struct
 import zlib
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -860,6 +861,7 @@ def highlights(
 ) -> list[str]:
     """``highlight`` for each of ``texts``: the ASCII ones (most) all in one pass."""
     found: list[list[tuple[int, int]]] = [[] for _ in texts]
+    keys: list[list[str] | None] = [None for _ in texts]
     if terms:
         prefixes = _prefixes(terms)
         lowered = [text.lower() for text in texts]
@@ -874,23 +876,24 @@ def highlights(
         for batch in (narrow, wide):
             spans = _plain_spans([lowered[i] for i in batch], terms, prefixes)
             if spans is not None:
-                for i, found_spans in zip(batch, spans, strict=True):
-                    found[i] = found_spans
+                for i, (found_spans, words) in zip(batch, spans, strict=True):
+                    found[i], keys[i] = found_spans, words
                 done.update(batch)
         for i, text in enumerate(texts):
             if i not in done:
                 found[i] = _matched_spans(text, terms, prefixes)
     return [
-        fragment_html(text, spans, max_chars) if spans else escape_html(text[:max_chars])
-        for text, spans in zip(texts, found, strict=True)
+        fragment_html(text, spans, max_chars, words) if spans else escape_html(text[:max_chars])
+        for text, spans, words in zip(texts, found, keys, strict=True)
     ]
 
 
 def _plain_spans(
     lowered: list[str], terms: dict[str, frozenset[str]], prefixes: frozenset[str]
-) -> list[list[tuple[int, int]]] | None:
+) -> list[tuple[list[tuple[int, int]], list[str]]] | None:
     """Where the words the query matches stand in each of the ``lowered`` texts
-    (lower-cased, no CJK); None when a word past ASCII does not fold to one.
+    (lower-cased, no CJK), with those words as the texts write them
+    (lower-cased); None when a word past ASCII does not fold to one.
 
     The texts are searched as one, every ASCII character that is not a
     letter or digit written as a space (``_SEPARATORS``) and every one past
@@ -929,20 +932,24 @@ def _plain_spans(
         spans = [spans[i] for i in kept]
         words = [words[i] for i in kept]
     stems = _stems(words, terms)
-    out: list[list[tuple[int, int]]] = []
+    starts = [start for start, _ in spans]
+    out: list[tuple[list[tuple[int, int]], list[str]]] = []
     first = 0
     for number, base in enumerate(bases):
         limit = bases[number + 1] if number + 1 < len(bases) else len(joined) + 1
-        last = first
-        while last < len(spans) and spans[last][0] < limit:
-            last += 1
+        last = bisect_left(starts, limit, first)
         matched: list[int] = []
         for analysis, analysed in stems.items():
             wanted = terms[analysis]
             hits = [i for i in range(first, last) if analysed[i] in wanted]
             if len(hits) > len(matched):
                 matched = hits
-        out.append([(spans[i][0] - base, spans[i][1] - base) for i in matched])
+        out.append(
+            (
+                [(spans[i][0] - base, spans[i][1] - base) for i in matched],
+                [joined[spans[i][0] : spans[i][1]] for i in matched],
+            )
+        )
         first = last
     return out
 
