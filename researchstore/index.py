@@ -959,8 +959,13 @@ def _wide_words(
 ) -> tuple[list[tuple[int, int]], list[str]] | None:
     """``_plain_spans``'s words and their spans in a text with characters past
     ASCII: each word holding one split as the index splits it, and folded."""
-    found = {(start, end - 1) for start, end in matches if spaced[end] != _PAST}
-    folded: dict[tuple[int, int], str] = {}
+    # The ASCII words: those the pattern found whole (not ended by a
+    # character past ASCII), as in an ASCII text.
+    spans = [
+        (start, end - 1)
+        for start, end in matches
+        if spaced[end] != _PAST and end - start <= _LONGEST
+    ]
     runs: list[tuple[int, int]] = []
     for run_start, run_end in _past_runs(spaced):
         start, end = run_start - 1, run_end - 1  # in ``joined``
@@ -969,19 +974,21 @@ def _wide_words(
         while end < len(joined) and joined[end].isalnum():
             end += 1
         runs.extend(word.span() for word in _WORD.finditer(joined, start, end))
-    if runs:
-        forms = _FOLDED.analyze(" ".join(joined[start:end] for start, end in runs))
-        if len(forms) != len(runs):
-            return None
-        folded = dict(zip(runs, forms, strict=True))
-        found.update(runs)
-    spans, words = [], []
-    for span in sorted(found):
-        word = folded.get(span) or joined[span[0] : span[1]]
-        if word[:_PREFIX] in prefixes and len(joined[span[0] : span[1]].encode()) < _LONGEST:
-            spans.append(span)
-            words.append(word)
-    return spans, words
+    words = [joined[start:end] for start, end in spans]
+    if not runs:
+        return spans, words
+    # The words around characters past ASCII, split and folded as the index
+    # does, kept when they start as a term does.
+    forms = _FOLDED.analyze(" ".join(joined[start:end] for start, end in runs))
+    if len(forms) != len(runs):
+        return None
+    found = dict(zip(spans, words, strict=True))
+    for span, form in zip(runs, forms, strict=True):
+        if span not in found and form[:_PREFIX] in prefixes:
+            if len(joined[span[0] : span[1]].encode()) < _LONGEST:
+                found[span] = form
+    ordered = sorted(found)
+    return ordered, [found[span] for span in ordered]
 
 
 def _past_runs(spaced: str) -> Iterator[tuple[int, int]]:
@@ -1073,7 +1080,10 @@ def _starts(prefixes: frozenset[str]) -> re.Pattern[str]:
     ]
     if not alternatives:
         return re.compile("(?!)")
-    return re.compile(f" (?:{'|'.join(alternatives)})")
+    # The first letters as one class first: most words start otherwise, and
+    # a class is one test where the alternatives are tried one by one.
+    firsts = re.escape("".join(sorted({prefix[0] for prefix in prefixes if prefix.isascii()})))
+    return re.compile(f" (?=[{firsts}])(?:{'|'.join(alternatives)})")
 
 
 #: Stands for a character past ASCII in the text ``_plain_spans`` searches.
