@@ -2,7 +2,7 @@
 """Warm top-10 search against its peers, on the same chunk texts, in one run.
 
     .venv/bin/python bench/bench_search_peers.py [--corpus scifact,synthetic]
-        [--chunks 100000] [--queries 300] [--workdir DIR] [--seed N]
+        [--chunks 100000] [--queries 300] [--workdir DIR] [--seed N] [--store DB]
 
 Two corpora: SciFact (every abstract of ``../shared/eval/ir/scifact/corpus.jsonl``
 a report, ingested by ``Store.ingest`` as ``bench/quality_search.py`` does;
@@ -148,13 +148,17 @@ def tantivy_runner(texts: list[str], path: Path) -> Callable[[str], Any]:
     return run
 
 
-def run_peers(store: Store, queries: list[str], scratch: Path) -> dict[str, dict[str, float]]:
+def run_peers(
+    store: Store, queries: list[str], scratch: Path, peers: tuple[str, ...] = ("bm25s", "tantivy")
+) -> dict[str, dict[str, float]]:
     """The same queries through researchstore, bm25s and raw Tantivy: p50/p99 each."""
     texts = store_texts(store.path)
     results = {"researchstore": timed(researchstore_runner(store), queries)}
-    results["bm25s"] = timed(bm25s_runner(texts), queries)
-    results["tantivy"] = timed(tantivy_runner(texts, scratch / "raw-tantivy"), queries)
-    for peer in ("bm25s", "tantivy"):
+    if "bm25s" in peers:
+        results["bm25s"] = timed(bm25s_runner(texts), queries)
+    if "tantivy" in peers:
+        results["tantivy"] = timed(tantivy_runner(texts, scratch / "raw-tantivy"), queries)
+    for peer in peers:
         for key in ("p50_ms", "cpu_p50_ms"):
             results[peer][f"researchstore_{key}_ratio"] = (
                 results["researchstore"][key] / results[peer][key]
@@ -171,6 +175,8 @@ def print_results(name: str, results: dict[str, dict[str, float]]) -> None:
         "  researchstore p50 ÷ (wall, CPU)"
     )
     for engine in ("researchstore", "bm25s", "tantivy"):
+        if engine not in results:
+            continue
         row = results[engine]
         shown = ""
         if "researchstore_p50_ms_ratio" in row:
@@ -211,6 +217,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=20_260_314)
     parser.add_argument("--workdir", type=Path, help="keep corpora and stores here (reusable)")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--peers", default="bm25s,tantivy", help="which peers to run (bm25s at 1M is slow)"
+    )
+    parser.add_argument(
+        "--store",
+        type=Path,
+        help="the synthetic corpus's store as another bench built it (bench_copy's, say), "
+        "instead of ingesting one here",
+    )
     args = parser.parse_args(argv)
     corpora = args.corpus.split(",")
     with tempfile.TemporaryDirectory(prefix="rs-peers-") as scratch:
@@ -221,13 +236,17 @@ def main(argv: list[str] | None = None) -> int:
             if name == "scifact":
                 store, queries = scifact(work, args.queries)
                 label = "SciFact"
+            elif name == "synthetic" and args.store is not None:
+                store = Store(args.store, progress=False)
+                queries = [query["query"] for query in make_queries(args.seed, args.queries)]
+                label = f"synthetic ({args.store.name})"
             elif name == "synthetic":
                 store, queries = synthetic(work, args.chunks, args.queries, args.seed)
                 label = f"synthetic {args.chunks:,}"
             else:
                 parser.error(f"unknown corpus {name!r}")
             with store:
-                results = run_peers(store, queries, work)
+                results = run_peers(store, queries, work, tuple(args.peers.split(",")))
             print_results(label, results)
             everything[name] = results
         if args.json:
