@@ -3,6 +3,7 @@
 
     python bench/bench_serving.py [--chunks 100000] [--workdir DIR] [--seconds 10]
                                   [--levels 1,4,16] [--slow-seconds 10] [--json FILE]
+                                  [--clients raw,httpx] [--skip-copy] [--skip-peers]
 
 Builds a store from ``bench_core``'s synthetic corpus (kept in ``--workdir``
 and reused while ``--chunks``/``--seed`` match), starts a real ``researchstore
@@ -29,9 +30,12 @@ serve --transport http`` child process on it, and measures, in one run:
    bm25s (PyStemmer English) and raw Tantivy top-10 with stored fields, on
    this store's chunks and on SciFact's (``bench_search_peers.run_peers``).
 
-The clients are one asyncio process (raw JSON-RPC over kept-alive HTTP/1.1
-connections, as an MCP client sends it, written and read with asyncio's
-streams: ``Client``); on a 2-core machine it shares the CPUs with the server.
+The clients are one asyncio process sending raw JSON-RPC, as an MCP client
+sends it, on a 2-core machine shared with the server; ``--clients`` runs each
+kind in turn: ``raw`` (kept-alive HTTP/1.1 written and read with asyncio's
+streams, costing the machine little: what the server itself can do) and
+``httpx`` (as the MCP SDK's own client: what agents' calls cost the machine,
+clients and server together).
 Nothing here is part of the test suite.
 """
 
@@ -256,6 +260,26 @@ class Client:
                 await self.writer.wait_closed()
 
 
+class HttpxClient(Client):
+    """The same client on httpx, as the MCP SDK's own HTTP client is: what an
+    agent's calls cost the machine, client and server together."""
+
+    def __init__(self, url: str, key: str) -> None:
+        super().__init__(url, key)
+        self.url = url
+        self.http = httpx.AsyncClient(timeout=120)
+
+    async def post(self, message: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
+        response = await self.http.post(self.url, json=message, headers=self.headers)
+        return response.status_code, dict(response.headers), response.content
+
+    async def close(self) -> None:
+        await self.http.aclose()
+
+
+CLIENTS: dict[str, type[Client]] = {"raw": Client, "httpx": HttpxClient}
+
+
 async def work(
     client: Client,
     rng: random.Random,
@@ -290,10 +314,11 @@ async def run_level(
     chunk_ids: list[str],
     *,
     slow: tuple[str, float] | None = None,
+    client_kind: type[Client] = Client,
 ) -> dict[str, Any]:
     """``clients`` clients at once for ``seconds`` (or, with ``slow``, while the
     slow call runs); calls/s and p50/p99 per tool, after a short warm-up."""
-    opened = [Client(url, key) for key in keys[:clients]]
+    opened = [client_kind(url, key) for key in keys[:clients]]
     await asyncio.gather(*(client.open() for client in opened))
     try:
         warm = asyncio.Event()
@@ -319,7 +344,7 @@ async def run_level(
             await asyncio.sleep(seconds)
         else:
             slow_key, _ = slow
-            holder = Client(url, slow_key)
+            holder = client_kind(url, slow_key)
             await holder.open()
             clock = time.perf_counter()
             answer = await holder.call("research_chunk_search", {"query": f"{SLOW_PREFIX} soil"})
@@ -370,15 +395,23 @@ def first_answer_of_a_copy(db: Path, workdir: Path) -> dict[str, Any]:
 
 
 def concurrent_clients(
-    url: str, keys: list[str], levels: list[int], seconds: float, db: Path, seed: int
+    url: str,
+    keys: list[str],
+    levels: list[int],
+    seconds: float,
+    db: Path,
+    seed: int,
+    client: str = "raw",
 ) -> dict[str, Any]:
     queries = make_queries(seed, 300)
     chunk_ids = sample_ids(db, 2000, seed)["chunks"]
     results = {}
     for level in levels:
-        log(f"concurrent clients: {level} for {seconds:g} s")
-        results[level] = asyncio.run(run_level(url, keys, level, seconds, queries, chunk_ids))
-    print_levels(results)
+        log(f"concurrent clients ({client}): {level} for {seconds:g} s")
+        results[level] = asyncio.run(
+            run_level(url, keys, level, seconds, queries, chunk_ids, client_kind=CLIENTS[client])
+        )
+    print_levels(results, title=f"clients on {client}")
     one, top = results[levels[0]], results[levels[-1]]
     ratio = top["calls_per_s"] / one["calls_per_s"]
     p99 = top["research_get_chunk"]["p99_ms"]
@@ -391,15 +424,30 @@ def concurrent_clients(
 
 
 def one_slow_call(
-    url: str, keys: list[str], level: int, slow_seconds: float, db: Path, seed: int
+    url: str,
+    keys: list[str],
+    level: int,
+    slow_seconds: float,
+    db: Path,
+    seed: int,
+    client: str = "raw",
 ) -> dict[str, Any]:
     queries = make_queries(seed, 300)
     chunk_ids = sample_ids(db, 2000, seed)["chunks"]
-    log(f"one slow call ({slow_seconds:g} s) beside {level} clients")
+    log(f"one slow call ({slow_seconds:g} s) beside {level} clients ({client})")
     figures = asyncio.run(
-        run_level(url, keys, level, slow_seconds, queries, chunk_ids, slow=(keys[-1], slow_seconds))
+        run_level(
+            url,
+            keys,
+            level,
+            slow_seconds,
+            queries,
+            chunk_ids,
+            slow=(keys[-1], slow_seconds),
+            client_kind=CLIENTS[client],
+        )
     )
-    print_levels({level: figures}, title=f"beside one {slow_seconds:g}-second call")
+    print_levels({level: figures}, title=f"beside one {slow_seconds:g}-second call ({client})")
     p99 = figures["research_get_chunk"]["p99_ms"]
     print(
         f"the slow call took {figures['slow_call_ms'] / 1000:.1f} s; research_get_chunk p99 "
@@ -472,6 +520,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="timed seconds per level")
     parser.add_argument("--levels", default="1,4,16", help="concurrent clients, in turn")
     parser.add_argument("--slow-seconds", type=float, default=10.0, help="the slow call's length")
+    parser.add_argument(
+        "--clients",
+        default="raw,httpx",
+        help="the clients, in turn: raw (HTTP/1.1 on asyncio streams, costing the machine "
+        "little: the server's own capacity) and httpx (as the MCP SDK's client)",
+    )
+    parser.add_argument("--skip-copy", action="store_true", help="no first answer of a copy")
+    parser.add_argument("--skip-peers", action="store_true", help="no search against peers")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     options = parser.parse_args(argv)
     levels = [int(level) for level in options.levels.split(",")]
@@ -479,19 +535,22 @@ def main(argv: list[str]) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     db = build_store(workdir, options.chunks, options.seed)
     results: dict[str, Any] = {"chunks": options.chunks, "cpus": os.cpu_count()}
-    results["first_answer_of_a_copy"] = first_answer_of_a_copy(db, workdir)
+    if not options.skip_copy:
+        results["first_answer_of_a_copy"] = first_answer_of_a_copy(db, workdir)
     keys = make_keys(db, max(levels) + 1)
     try:
         with server(db, workdir, options.slow_seconds) as url:
-            results["concurrent_clients"] = concurrent_clients(
-                url, keys, levels, options.seconds, db, options.seed
-            )
-            results["one_slow_call"] = one_slow_call(
-                url, keys, levels[-1], options.slow_seconds, db, options.seed
-            )
+            for client in options.clients.split(","):
+                results[f"concurrent_clients_{client}"] = concurrent_clients(
+                    url, keys, levels, options.seconds, db, options.seed, client
+                )
+                results[f"one_slow_call_{client}"] = one_slow_call(
+                    url, keys, levels[-1], options.slow_seconds, db, options.seed, client
+                )
     finally:
         revoke_keys(db, keys)
-    results["search_against_peers"] = search_against_peers(db, workdir, options.seed)
+    if not options.skip_peers:
+        results["search_against_peers"] = search_against_peers(db, workdir, options.seed)
     if options.json:
         options.json.write_text(json.dumps(results, indent=2, default=str))
     return 0
