@@ -567,3 +567,54 @@ def forget_packed_indexes(db: Path) -> None:
     with closing(sqlite3.connect(db)) as conn, conn:
         conn.execute("DELETE FROM index_files")
         conn.execute("DELETE FROM meta WHERE key LIKE '%_packed_%'")
+
+
+# -- the web pages -------------------------------------------------------------
+
+#: Text of the hostile report: markup that a page must show as text.
+HOSTILE_TITLE = 'Hostile <script>alert("title")</script> & <b>bold</b> co'
+HOSTILE_TEXT = (
+    "The zebrafinch survey keeps <b>markup</b> as text. "
+    "<script>window.pwned = 1</script> Tom & Jerry <img src=x onerror=alert(1)> "
+    "and &lt;escaped&gt; stay as written."
+)
+#: How many reports mention herons (one chunk each): three pages of ten hits.
+HERON_REPORTS = 25
+
+
+def write_web_source(root: Path) -> None:
+    """A source for the web pages: a hostile report, heron reports to page through,
+    and a report to edit (``edit_web_source``) so that its chunk ids are replaced."""
+    write_report(
+        root,
+        "hostile",
+        title=HOSTILE_TITLE,
+        date="2026-05-01",
+        tags={"audience": "<i>staff</i>"},
+        files={"notes.txt": HOSTILE_TEXT},
+    )
+    for number in range(HERON_REPORTS):
+        write_report(
+            root,
+            f"herons/h{number:02d}",
+            title=f"Heron count {number:02d}",
+            date=f"2025-{1 + number % 12:02d}-{1 + number:02d}",
+            tags={"season": "winter" if number % 2 else "summer"},
+            files={"count.txt": f"A grey heron count number {number} at the marsh."},
+        )
+    write_report(
+        root,
+        "ledger",
+        title="Apiary ledger",
+        date="2026-04-01",
+        tags={},
+        files={"ledger.txt": long_text(8, seed=1)},
+    )
+
+
+def edit_web_source(root: Path) -> None:
+    """Change the ledger's second paragraph (a re-ingest then replaces its chunks)."""
+    path = root / "ledger" / "ledger.txt"
+    paragraphs = path.read_text().split("\n\n")
+    paragraphs[1] = "This paragraph was rewritten by the editor with new words."
+    path.write_text("\n\n".join(paragraphs))
