@@ -18,6 +18,7 @@ import ipaddress
 import json
 import os
 import re
+import shutil
 import sqlite3
 import ssl
 import subprocess
@@ -37,6 +38,7 @@ import trustme
 from programs.hashing import HashingEmbedder as HashingEmbedder  # for test modules
 
 from researchstore.fetch import FetchPolicy, static_resolver
+from researchstore.store import Store
 
 if TYPE_CHECKING:
     from mcp import ClientSession
@@ -618,3 +620,36 @@ def edit_web_source(root: Path) -> None:
     paragraphs = path.read_text().split("\n\n")
     paragraphs[1] = "This paragraph was rewritten by the editor with new words."
     path.write_text("\n\n".join(paragraphs))
+
+
+class Built:
+    """A store of the bundled fixtures and ``write_web_source``, the ledger re-ingested
+    after ``edit_web_source`` (so ``old_ledger``'s ids are replaced), and an API key."""
+
+    def __init__(self, folder: Path) -> None:
+        self.db = folder / "web.db"
+        self.notes = folder / "notes"
+        shutil.copytree(FIXTURE_SOURCE, folder / "fixtures")
+        write_web_source(self.notes)
+        from researchstore.auth import create_key
+        from researchstore.reingest import reingest
+
+        with Store(self.db, progress=False) as store:
+            store.ingest(folder / "fixtures", name="fixtures")
+            store.ingest(self.notes, name="notes")
+            ledger = ledger_chunks(store)
+            edit_web_source(self.notes)
+            (self.summary,) = reingest(store, source="notes")
+            self.old_ledger = ledger
+            self.new_ledger = ledger_chunks(store)
+            self.key = create_key(store, scopes=(), workspaces=())
+
+
+def ledger_chunks(store: Store) -> list[dict[str, Any]]:
+    hits = store.search("ledger", limit=5)
+    (report_id,) = {hit["report_id"] for hit in hits if hit["title"] == "Apiary ledger"}
+    report = ok(store.call("research_get_report", {"report_id": report_id}))["report"]
+    (document,) = report["documents"]
+    window = ok(store.call("get_document_chunks", {"id": document["document_id"], "limit": 100}))
+    chunks: list[dict[str, Any]] = window["chunks"]
+    return chunks

@@ -16,14 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import (
-    FIXTURE_SOURCE,
-    HERON_REPORTS,
-    HOSTILE_TITLE,
-    edit_web_source,
-    ok,
-    write_web_source,
-)
+from helpers import HERON_REPORTS, HOSTILE_TITLE, Built, ledger_chunks, ok, write_web_source
 from starlette.testclient import TestClient
 
 from researchstore import Store
@@ -34,35 +27,6 @@ from researchstore.web import web_app
 from researchstore.web.pages import snippet_parts
 
 BASE = "http://127.0.0.1"
-
-
-class Built:
-    """A store of the fixtures and the web source, one ledger chunk id replaced."""
-
-    def __init__(self, folder: Path) -> None:
-        self.db = folder / "web.db"
-        self.notes = folder / "notes"
-        shutil.copytree(FIXTURE_SOURCE, folder / "fixtures")
-        write_web_source(self.notes)
-        with Store(self.db, progress=False) as store:
-            store.ingest(folder / "fixtures", name="fixtures")
-            store.ingest(self.notes, name="notes")
-            ledger = ledger_chunks(store)
-            edit_web_source(self.notes)
-            (self.summary,) = reingest(store, source="notes")
-            self.old_ledger = ledger
-            self.new_ledger = ledger_chunks(store)
-            self.key = create_key(store, scopes=(), workspaces=())
-
-
-def ledger_chunks(store: Store) -> list[dict[str, Any]]:
-    hits = store.search("ledger", limit=5)
-    (report_id,) = {hit["report_id"] for hit in hits if hit["title"] == "Apiary ledger"}
-    report = ok(store.call("research_get_report", {"report_id": report_id}))["report"]
-    (document,) = report["documents"]
-    window = ok(store.call("get_document_chunks", {"id": document["document_id"], "limit": 100}))
-    chunks: list[dict[str, Any]] = window["chunks"]
-    return chunks
 
 
 @pytest.fixture(scope="module")
