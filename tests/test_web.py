@@ -491,3 +491,39 @@ def test_the_pages_are_package_data() -> None:
     assert folder.joinpath("static", "style.css").is_file()
     text = Path(__file__).resolve().parent.parent.joinpath("pyproject.toml").read_text()
     assert '"web/templates/*.html"' in text and '"web/static/*.css"' in text
+
+
+def test_a_key_sees_only_the_evidence_of_its_own_workspaces(filled_store: Store) -> None:
+    from helpers import OTHER_WORKSPACE, WORKSPACE
+
+    from researchstore.mcp_server import http_app
+
+    with filled_store.transaction() as conn:
+        for workspace in (WORKSPACE, OTHER_WORKSPACE):
+            conn.execute(
+                "INSERT INTO sources (name, kind, created_at) VALUES (?, 'workspace', '2026')",
+                (f"workspace:{workspace}",),
+            )
+    mine = create_key(filled_store, scopes=("agent:research",), workspaces=(WORKSPACE,))
+    plain = create_key(filled_store, scopes=(), workspaces=())
+    pages = web_app(filled_store, require_key=True)
+    app = http_app(filled_store, pages=pages, access_log=io.StringIO())
+    with TestClient(app, base_url=BASE) as client:
+
+        def sources(key: str, path: str = "/web/index.json") -> set[str]:
+            overview = client.get(path, headers={"x-api-key": key}).json()["result"]
+            listed = (
+                overview["overview"]["sources"] if "overview" in overview else overview["sources"]
+            )
+            return {source["name"] for source in listed}
+
+        assert sources(mine) == {"field", f"workspace:{WORKSPACE}"}
+        assert sources(mine, "/web/reports.json") == {"field", f"workspace:{WORKSPACE}"}
+        assert sources(plain) == {"field"}
+        hidden = client.get(
+            f"/web/reports.json?source=workspace:{OTHER_WORKSPACE}", headers={"x-api-key": mine}
+        )
+        assert hidden.status_code == 404
+    with TestClient(web_app(filled_store), base_url=BASE) as local:
+        overview = local.get("/index.json").json()["result"]["overview"]
+        assert len(overview["sources"]) == 3  # the local user sees every workspace
