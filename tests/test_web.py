@@ -176,6 +176,8 @@ def test_an_empty_query_shows_the_form_and_bad_input_is_a_400(client: TestClient
         assert error["code"] == "invalid_input" and error["field"] == field, (url, error)
     page = client.get("/search?q=heron&date_from=nope")
     assert page.status_code == 400 and "date_from" in page.text
+    # The form stays, filled in, above the error.
+    assert '<form class="search"' in page.text and 'value="nope"' in page.text
     assert "Traceback" not in page.text
 
 

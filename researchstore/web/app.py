@@ -183,6 +183,11 @@ class Pages:
         return endpoint
 
     def answer(self, request: Request, page: Page, *, as_json: bool) -> Response:
+        if page.failure is not None:
+            if as_json:
+                return self.error(request, page.failure, as_json=True)
+            context = {**page.data, **page.context, "failure": page.failure.envelope["error"]}
+            return self.html(request, page.template, context, page.failure.status)
         if as_json:
             return json_response({"result": page.data}, 200)
         if page.redirect is not None:
@@ -192,14 +197,13 @@ class Pages:
     def html(
         self, request: Request, template: str, context: dict[str, Any], status: int = 200
     ) -> Response:
-        body = self.templates.get_template(template).render(
-            base=base(request),
-            path=request.url.path,
-            query=request.url.query,
-            signed_in=self.require_key,
-            read_only=self.store.read_only_reason,
-            **context,
-        )
+        shared = {
+            "failure": None,
+            "base": base(request),
+            "signed_in": self.require_key,
+            "read_only": self.store.read_only_reason,
+        }
+        body = self.templates.get_template(template).render({**shared, **context})
         return HTMLResponse(body, status_code=status, headers=SECURITY_HEADERS)
 
     def error(self, request: Request, error: PageError, *, as_json: bool) -> Response:

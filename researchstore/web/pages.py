@@ -50,6 +50,9 @@ class Page:
     context: dict[str, Any] = field(default_factory=dict)
     #: Where the HTML form of this page is instead (a 303), if elsewhere.
     redirect: str | None = None
+    #: Why the page could not give its data: JSON gets the error alone; HTML the
+    #: page (a search form, filled in) with the error on it, with the error's status.
+    failure: PageError | None = None
 
 
 class PageError(Exception):
@@ -176,12 +179,16 @@ def search_page(
             "modes": search_modes(default_mode) if default_mode != "keyword" else [],
         },
     }
-    page = parse_int(form["page"] or "1", "page", minimum=1, maximum=MAX_HITS // HITS_PER_PAGE)
-    arguments = search_arguments(form)
-    if not form["q"].strip():
-        return Page("search.html", {"hits": [], "mode": None, "page": None}, context)
-    arguments["limit"] = page * HITS_PER_PAGE
-    result = call(store, "research_chunk_search", arguments)
+    empty: dict[str, Any] = {"hits": [], "mode": None, "page": None}
+    try:
+        page = parse_int(form["page"] or "1", "page", minimum=1, maximum=MAX_HITS // HITS_PER_PAGE)
+        arguments = search_arguments(form)
+        if not form["q"].strip():
+            return Page("search.html", empty, context)
+        arguments["limit"] = page * HITS_PER_PAGE
+        result = call(store, "research_chunk_search", arguments)
+    except PageError as error:
+        return Page("search.html", empty, context, failure=error)
     hits = result["hits"][(page - 1) * HITS_PER_PAGE :]
     more = len(result["hits"]) == arguments["limit"] and page * HITS_PER_PAGE < MAX_HITS
     data = {
