@@ -43,7 +43,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from researchstore import __version__, auth, contracts
@@ -63,6 +63,8 @@ from researchstore.store import Store
 OUTPUT_SCHEMAS_ENV = "RESEARCHSTORE_OUTPUT_SCHEMAS"
 API_KEY_HEADER = "x-api-key"
 MCP_PATH = "/mcp"
+#: Where ``http_app`` mounts the pages for people (``researchstore.web``), if given.
+WEB_PATH = "/web"
 SERVER_NAME = "researchstore"
 #: Tool calls one API key may run at once over HTTP.
 CALLS_PER_KEY = 8
@@ -225,15 +227,29 @@ class ApiKeyMiddleware:
     """
 
     def __init__(
-        self, app: ASGIApp, *, store: Store, requests_per_key: int = REQUESTS_PER_KEY
+        self,
+        app: ASGIApp,
+        *,
+        store: Store,
+        requests_per_key: int = REQUESTS_PER_KEY,
+        pages_path: str | None = None,
     ) -> None:
         self.app = app
         self.store = store
         self.requests_per_key = requests_per_key
+        #: Where the pages are mounted: they check the same keys themselves, from
+        #: this header or from the cookie their login form sets (a browser cannot
+        #: send a header), and answer a person without a key with that form.
+        self.pages_path = pages_path
         self.in_flight: dict[str, int] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.pages_path is not None and (
+            scope["path"] == self.pages_path or scope["path"].startswith(self.pages_path + "/")
+        ):
             await self.app(scope, receive, send)
             return
         key = _header(scope, API_KEY_HEADER)
@@ -627,8 +643,13 @@ def http_app(
     host: str = "127.0.0.1",
     limits: HttpLimits | None = None,
     access_log: TextIO | None = None,
+    pages: ASGIApp | None = None,
 ) -> Starlette:
-    """The ASGI app: ``/mcp`` behind the API-key check, every request in the access log."""
+    """The ASGI app: ``/mcp`` behind the API-key check, every request in the access log.
+
+    ``pages`` (``researchstore.web.web_app`` with keys required) is mounted at
+    ``WEB_PATH``, where it checks the same keys itself.
+    """
     limits = limits or HttpLimits()
     calls = ToolCalls(
         store,
@@ -667,9 +688,17 @@ def http_app(
         max_request_bytes=limits.max_request_bytes,
         direct=direct,
     )
-    app = Starlette(routes=[Route(MCP_PATH, endpoint=endpoint)], lifespan=lifespan)
+    routes: list[Route | Mount] = [Route(MCP_PATH, endpoint=endpoint)]
+    if pages is not None:
+        routes.append(Mount(WEB_PATH, app=pages))
+    app = Starlette(routes=routes, lifespan=lifespan)
     app.state.direct_calls = direct
-    app.add_middleware(ApiKeyMiddleware, store=store, requests_per_key=limits.requests_per_key)
+    app.add_middleware(
+        ApiKeyMiddleware,
+        store=store,
+        requests_per_key=limits.requests_per_key,
+        pages_path=WEB_PATH if pages is not None else None,
+    )
     # Added last, so outermost: it sees every request, a refused one too.
     app.add_middleware(AccessLogMiddleware, log=AccessLog(access_log or sys.stderr))
     return app

@@ -18,6 +18,7 @@ import ipaddress
 import json
 import os
 import re
+import shutil
 import sqlite3
 import ssl
 import subprocess
@@ -37,6 +38,7 @@ import trustme
 from programs.hashing import HashingEmbedder as HashingEmbedder  # for test modules
 
 from researchstore.fetch import FetchPolicy, static_resolver
+from researchstore.store import Store
 
 if TYPE_CHECKING:
     from mcp import ClientSession
@@ -567,3 +569,87 @@ def forget_packed_indexes(db: Path) -> None:
     with closing(sqlite3.connect(db)) as conn, conn:
         conn.execute("DELETE FROM index_files")
         conn.execute("DELETE FROM meta WHERE key LIKE '%_packed_%'")
+
+
+# -- the web pages -------------------------------------------------------------
+
+#: Text of the hostile report: markup that a page must show as text.
+HOSTILE_TITLE = 'Hostile <script>alert("title")</script> & <b>bold</b> co'
+HOSTILE_TEXT = (
+    "The zebrafinch survey keeps <b>markup</b> as text. "
+    "<script>window.pwned = 1</script> Tom & Jerry <img src=x onerror=alert(1)> "
+    "and &lt;escaped&gt; stay as written."
+)
+#: How many reports mention herons (one chunk each): three pages of ten hits.
+HERON_REPORTS = 25
+
+
+def write_web_source(root: Path) -> None:
+    """A source for the web pages: a hostile report, heron reports to page through,
+    and a report to edit (``edit_web_source``) so that its chunk ids are replaced."""
+    write_report(
+        root,
+        "hostile",
+        title=HOSTILE_TITLE,
+        date="2026-05-01",
+        tags={"audience": "<i>staff</i>"},
+        files={"notes.txt": HOSTILE_TEXT},
+    )
+    for number in range(HERON_REPORTS):
+        write_report(
+            root,
+            f"herons/h{number:02d}",
+            title=f"Heron count {number:02d}",
+            date=f"2025-{1 + number % 12:02d}-{1 + number:02d}",
+            tags={"season": "winter" if number % 2 else "summer"},
+            files={"count.txt": f"A grey heron count number {number} at the marsh."},
+        )
+    write_report(
+        root,
+        "ledger",
+        title="Apiary ledger",
+        date="2026-04-01",
+        tags={},
+        files={"ledger.txt": long_text(8, seed=1)},
+    )
+
+
+def edit_web_source(root: Path) -> None:
+    """Change the ledger's second paragraph (a re-ingest then replaces its chunks)."""
+    path = root / "ledger" / "ledger.txt"
+    paragraphs = path.read_text().split("\n\n")
+    paragraphs[1] = "This paragraph was rewritten by the editor with new words."
+    path.write_text("\n\n".join(paragraphs))
+
+
+class Built:
+    """A store of the bundled fixtures and ``write_web_source``, the ledger re-ingested
+    after ``edit_web_source`` (so ``old_ledger``'s ids are replaced), and an API key."""
+
+    def __init__(self, folder: Path) -> None:
+        self.db = folder / "web.db"
+        self.notes = folder / "notes"
+        shutil.copytree(FIXTURE_SOURCE, folder / "fixtures")
+        write_web_source(self.notes)
+        from researchstore.auth import create_key
+        from researchstore.reingest import reingest
+
+        with Store(self.db, progress=False) as store:
+            store.ingest(folder / "fixtures", name="fixtures")
+            store.ingest(self.notes, name="notes")
+            ledger = ledger_chunks(store)
+            edit_web_source(self.notes)
+            (self.summary,) = reingest(store, source="notes")
+            self.old_ledger = ledger
+            self.new_ledger = ledger_chunks(store)
+            self.key = create_key(store, scopes=(), workspaces=())
+
+
+def ledger_chunks(store: Store) -> list[dict[str, Any]]:
+    hits = store.search("ledger", limit=5)
+    (report_id,) = {hit["report_id"] for hit in hits if hit["title"] == "Apiary ledger"}
+    report = ok(store.call("research_get_report", {"report_id": report_id}))["report"]
+    (document,) = report["documents"]
+    window = ok(store.call("get_document_chunks", {"id": document["document_id"], "limit": 100}))
+    chunks: list[dict[str, Any]] = window["chunks"]
+    return chunks

@@ -5,6 +5,7 @@
     embed.py    embed (vectors for search by meaning)
     read.py     call, search, chunk, doc, tools, retrieve
     serve.py    serve, keys (the only commands that load the MCP SDK, when run)
+    web.py      web (the pages for people; it serves them with the MCP server's HTTP stack)
 
 The topic modules import ``common`` and nothing else of the CLI; this module
 names their commands under ``main``. A topic module is imported only when one
@@ -36,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "retrieve": ("read", "retrieve"),
     "serve": ("serve", "serve"),
     "keys": ("serve", "keys"),
+    "web": ("web", "web"),
 }
 
 

@@ -11,9 +11,12 @@ lists them all.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
+from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
@@ -52,6 +55,24 @@ class Group(click.Group):
             fail(
                 f"{stop}; stopped where it was (what was committed stays)", exit_code=stop.exit_code
             )
+
+
+@contextlib.contextmanager
+def stopping_on_signals() -> Iterator[None]:
+    """SIGTERM, as SIGINT already does, unwinds a server, so that the store closes.
+
+    uvicorn stops gracefully on either, then raises it again for the handler
+    it found (this one); over stdio the handler stops the event loop.
+    """
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise Interrupted(signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def open_store(path: str, *, must_exist: bool = True, **options: Any) -> Store:

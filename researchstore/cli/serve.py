@@ -9,13 +9,11 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
-from collections.abc import Iterator
-from types import FrameType
 from typing import TYPE_CHECKING, TextIO
 
 import click
 
-from researchstore.cli.common import echo_json, open_store
+from researchstore.cli.common import echo_json, open_store, stopping_on_signals
 from researchstore.errors import Interrupted
 from researchstore.params import PROFILES, TRANSPORTS
 from researchstore.principal import ANY_WORKSPACE, SCOPES
@@ -133,24 +131,6 @@ def serve(
         raise click.exceptions.Exit(128 + signum) from None
 
 
-@contextlib.contextmanager
-def stopping_on_signals() -> Iterator[None]:
-    """SIGTERM, as SIGINT already does, unwinds the server, so that the store closes.
-
-    uvicorn stops gracefully on either, then raises it again for the handler
-    it found (this one); over stdio the handler stops the event loop.
-    """
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        raise Interrupted(signum)
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def _serve(
     store: Store,
     store_path: str,
@@ -198,7 +178,18 @@ def _serve(
             "(x-api-key required)",
             err=True,
         )
-        app = http_app(store, profile=profile, host=host, limits=limits, access_log=log)
+        from researchstore.mcp_server import WEB_PATH
+        from researchstore.web import web_app
+
+        click.echo(
+            f"researchstore: pages for people at {endpoint_url(sock).removesuffix('/mcp')}"
+            f"{WEB_PATH}/ (the same API keys: a sign-in form sets a cookie)",
+            err=True,
+        )
+        pages = web_app(store, require_key=True, host=host)
+        app = http_app(
+            store, profile=profile, host=host, limits=limits, access_log=log, pages=pages
+        )
         serve_http(app, sock)
 
 
