@@ -141,6 +141,39 @@ def authenticate(store: Store, key: str | None, *, touch: bool = True) -> Princi
     )
 
 
+class KeyCache:
+    """The principals of keys checked lately, kept while the store is unchanged.
+
+    A server checks every request's key; most come again and again. An entry
+    holds while the store's ``data_version`` is the one it was checked at:
+    any commit to the file (a revocation, in any process) sends every key
+    back to ``authenticate``. Keys are held by their SHA-256, never as given.
+    """
+
+    def __init__(self, store: Store, *, size: int = 1024) -> None:
+        self.store = store
+        self.size = size
+        self._known: dict[bytes, tuple[int, Principal]] = {}
+
+    def authenticate(self, key: str | None) -> Principal | None:
+        """``authenticate(store, key, touch=False)``, from the cache when it holds."""
+        if not key:
+            return None
+        digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
+        version = self.store.data_version()
+        known = self._known.get(digest)
+        if known is not None and known[0] == version:
+            return known[1]
+        principal = authenticate(self.store, key, touch=False)
+        if principal is None:
+            self._known.pop(digest, None)
+            return None
+        if len(self._known) >= self.size:
+            self._known.clear()  # a flood of distinct keys: start again
+        self._known[digest] = (version, principal)
+        return principal
+
+
 _touched: dict[tuple[str, str], float] = {}
 _touched_lock = threading.Lock()
 

@@ -242,6 +242,24 @@ class ApiKeyMiddleware:
         #: send a header), and answer a person without a key with that form.
         self.pages_path = pages_path
         self.in_flight: dict[str, int] = {}
+        self.keys = auth.KeyCache(store)
+        self._users: dict[Principal, Any] = {}
+
+    def _user(self, principal: Principal) -> Any:
+        """The SDK's user for ``principal`` (it names the session's owner)."""
+        user = self._users.get(principal)
+        if user is None:
+            from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+            from mcp.server.auth.provider import AccessToken
+
+            key_id = principal.key_id or ""
+            user = AuthenticatedUser(
+                AccessToken(token=key_id, client_id=key_id, scopes=sorted(principal.scopes))
+            )
+            if len(self._users) >= 1024:
+                self._users.clear()
+            self._users[principal] = user
+        return user
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -257,7 +275,7 @@ class ApiKeyMiddleware:
         if key:
             # One indexed row read, on the event loop: no thread hop per request.
             # The stamp of its last use (a write, once a minute) goes to a thread.
-            principal = auth.authenticate(self.store, key, touch=False)
+            principal = self.keys.authenticate(key)
             if principal is not None and auth.touch_due(self.store, principal.key_id or ""):
                 await anyio.to_thread.run_sync(auth.touch, self.store, principal.key_id or "")
         if principal is None:
@@ -268,14 +286,9 @@ class ApiKeyMiddleware:
                 else "the x-api-key is not valid (wrong or revoked)",
             )
             return
-        from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-        from mcp.server.auth.provider import AccessToken
-
         scope[PRINCIPAL_SCOPE_KEY] = principal
         key_id = principal.key_id or ""
-        scope["user"] = AuthenticatedUser(
-            AccessToken(token=key_id, client_id=key_id, scopes=sorted(principal.scopes))
-        )
+        scope["user"] = self._user(principal)
         # No await between the check and the count: one event loop, no race.
         held = self.in_flight.get(key_id, 0)
         if held >= self.requests_per_key:

@@ -309,6 +309,17 @@ class Store:
         except sqlite3.DatabaseError as error:
             self._raise_storage_error(error)
 
+    def data_version(self) -> int:
+        """A number that changes whenever a commit to the store file lands from
+        another connection (another process, or this one's writer): what is
+        read from the store may be kept while it stays the same."""
+        conn = self._reader()
+        try:
+            version: int = conn.execute("PRAGMA data_version").fetchone()[0]
+        except sqlite3.DatabaseError as error:
+            self._raise_storage_error(error)
+        return version
+
     def _reader(self) -> sqlite3.Connection:
         """This thread's read connection (opened on its first read)."""
         self._connection()  # a closed store says so

@@ -215,3 +215,34 @@ def test_the_direct_answer_names_the_session(served: Served, tmp_path: Path) -> 
         assert response.headers["content-type"] == "application/json"
         assert response.headers["mcp-session-id"] == session
         assert response.json()["id"] == 7
+
+
+def test_a_checked_key_is_refused_once_revoked_by_another_connection(
+    served: Served, tmp_path: Path
+) -> None:
+    from researchstore.auth import KeyCache, create_key, revoke_key
+
+    key = create_key(served.store, label="short-lived")
+    cache = KeyCache(served.store)
+    first = cache.authenticate(key)
+    assert first is not None
+    assert cache.authenticate(key) is first  # from the cache: the store is unchanged
+    assert cache.authenticate(key + "x") is None
+    with Store(served.store.path, progress=False, open_indexes=False) as other:
+        revoke_key(other, key)  # a commit from another connection
+    assert cache.authenticate(key) is None
+
+
+def test_a_key_revoked_while_its_session_is_open_is_refused_at_its_next_call(
+    served: Served,
+) -> None:
+    from researchstore.auth import create_key, revoke_key
+
+    key = create_key(served.store, label="revoked-mid-session")
+    lookup = call("research_get_chunk", {"chunk_id": served.chunk_id})
+    with client_for(served, direct=True) as client:
+        session = open_session(client, key)
+        assert post(client, key, session, lookup).status_code == 200
+        with Store(served.store.path, progress=False, open_indexes=False) as other:
+            revoke_key(other, key)
+        assert post(client, key, session, lookup).status_code == 401
