@@ -116,6 +116,9 @@ def assert_reads_work_and_writes_are_refused(steps: dict[str, Any], db: Path) ->
     for name, step in cli.items():
         assert "Traceback" not in step["stderr"], (name, step["stderr"])
 
+    for page, status in steps["web"].items():  # the pages for people
+        assert status == (303 if page == f"/chunk/{store['chunk_id']}" else 200), (page, status)
+
     stdio = steps["stdio"]
     assert [hit["chunk_id"] for hit in stdio["search"]["result"]["hits"]][:3] == store["search"]
     assert stdio["get_chunk"]["result"]["chunk"]["chunk_id"] == store["chunk_id"]

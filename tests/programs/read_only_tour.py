@@ -49,6 +49,7 @@ def through_store(db: str) -> dict[str, Any]:
         steps["document"] = store.get_document(document_id) is not None
         steps["document_chunks"] = store.get_document_chunks(document_id)["total_chunks"]
         steps["report"] = store.get_report(hits[0]["report_id"]) is not None
+        steps["report_id"] = hits[0]["report_id"]
         steps["resolve"] = store.resolve_chunk(chunk_id) is not None
         steps["check"] = store.check()
         refusals = {}
@@ -126,12 +127,40 @@ def through_http(db: str, key: str, work: Path, chunk_id: str) -> dict[str, Any]
     return results
 
 
+def through_web(db: str, chunk_id: str, document_id: str, report_id: int) -> dict[str, Any]:
+    """Every page for people, as HTML and as JSON: each one's status."""
+    from starlette.testclient import TestClient
+
+    from researchstore.web import web_app
+
+    pages = [
+        "/",
+        "/index.json",
+        "/search?q=varroa+mite",
+        "/search.json?q=varroa+mite",
+        f"/document/{document_id}",
+        f"/document/{document_id}.json",
+        f"/chunk/{chunk_id}.json",
+        "/reports",
+        "/reports.json",
+        f"/report/{report_id}",
+        f"/report/{report_id}.json",
+    ]
+    with Store(db, progress=False) as store:
+        client = TestClient(web_app(store), base_url="http://127.0.0.1")
+        statuses = {page: client.get(page).status_code for page in pages}
+        chunk = client.get(f"/chunk/{chunk_id}", follow_redirects=False)
+        statuses[f"/chunk/{chunk_id}"] = chunk.status_code
+    return statuses
+
+
 def main(db: str, key: str, work: str) -> None:
     steps: dict[str, Any] = {"store": through_store(db)}
     chunk_id, document_id = steps["store"]["chunk_id"], steps["store"]["document_id"]
     steps["cli"] = through_cli(db, chunk_id, document_id)
     steps["stdio"] = asyncio.run(through_stdio(db, chunk_id))
     steps["http"] = through_http(db, key, Path(work), chunk_id)
+    steps["web"] = through_web(db, chunk_id, document_id, steps["store"]["report_id"])
     steps["left_beside"] = sorted(entry.name for entry in Path(db).parent.iterdir())
     print(json.dumps(steps))
 
