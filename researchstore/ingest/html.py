@@ -27,10 +27,11 @@ from researchstore.ingest.decode import (
     normalize_language,
     unreadable,
 )
+from researchstore.ingest.edges import trim_edges
 from researchstore.ingest.html_rules import (
     DATE_KEYS,
+    boilerplate_evidence,
     choose_title,
-    is_boilerplate,
     is_hidden,
     iso_date,
     json_ld_date,
@@ -67,14 +68,28 @@ _MAX_CANDIDATES = 20_000
 _CHECK_BUDGET_PAGES = 50
 #: How many headers and forms are looked at.
 _MAX_ELEMENT_CHECKS = 500
+#: A class-name hit is overruled when the element holds this much text, most
+#: of it in paragraphs of at least ``_PROSE_PARAGRAPH`` characters.
+_PROSE_MIN_CHARS = 500
+_PROSE_PARAGRAPH = 80
 #: Ancestor walks stop after this many steps (deep trees stay linear).
 _MAX_ANCESTORS = 256
 
-_INLINE = frozenset(
+# MathML is phrasing content: a formula reads inline, one piece per token
+# element (<mi>, <mo>...), never a block per symbol; its TeX annotation is
+# the same formula again.
+_MATHML = frozenset(
+    "math mi mo mn ms mtext mspace mrow mfrac msqrt mroot msub msup msubsup munder mover "
+    "munderover mmultiscripts mprescripts none mtable mtr mtd mstyle mpadded mphantom menclose "
+    "semantics merror maction".split()
+)
+_INLINE = _MATHML | frozenset(
     "a abbr acronym b bdi bdo big cite code data del dfn em font i ins kbd label mark nobr "
     "q rb rp rt rtc ruby s samp small span strike strong sub sup time tt u var slot".split()
 )
-_VOID_SKIP = frozenset("img picture source track area wbr col colgroup param".split())
+_VOID_SKIP = frozenset(
+    "img picture source track area wbr col colgroup param annotation annotation-xml".split()
+)
 _HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 _LISTS = frozenset(("ul", "ol", "menu"))
 _CELLS = frozenset(("td", "th"))
@@ -90,6 +105,7 @@ _TITLE_KEYS = (
 #: Stands in for <br> in the tree (a private-use character, not whitespace).
 _BREAK = "\ue000"
 _COMMAS = re.compile(r"[,、，،]")
+_INVISIBLE = re.compile("[\u00ad\u200b\u2060\ufeff]")
 
 
 def parse_html(
@@ -124,7 +140,7 @@ def parse_html(
         _drop_boilerplate(tree, aggressive=False)
         walker = _Walker(max_nodes)
         walker.walk(tree.body or tree.root)
-    doc.blocks = walker.blocks
+    doc.blocks = trim_edges(walker.blocks, walker.link_shares)
 
     if walker.limited:
         doc.skipped.append(f"stopped after {max_nodes} nodes")
@@ -248,7 +264,7 @@ def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool) -> None:
         for holder in (node, *_ancestors(node))
     }
 
-    def protected(node: LexborNode) -> bool:
+    def protected(node: LexborNode, *, evidence: str = "role") -> bool:
         # A wrapper around the article (a page-wide <form>, a layout div
         # with "sidebar" in its class) must not take the article with it.
         nonlocal budget
@@ -256,9 +272,19 @@ def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool) -> None:
             return True
         chars = len(node.text())
         budget -= chars
-        return chars * 2 >= body_chars
+        if chars * 2 >= body_chars:
+            return True
+        if evidence != "name" or chars < _PROSE_MIN_CHARS:
+            return False
+        # Only a word in a class name says it is chrome, while the element
+        # reads as running text (most of it in long paragraphs): a layout
+        # wrapper such as "entry share" or "elementor-widget", kept.
+        budget -= chars
+        return _prose_chars(node) * 2 >= chars
 
-    def remove_if_unprotected(node: LexborNode, *, hidden: bool = False) -> None:
+    def remove_if_unprotected(
+        node: LexborNode, *, hidden: bool = False, evidence: str = "role"
+    ) -> None:
         # Inside a subtree already removed: gone with it, nothing to check.
         if removed and any(parent.mem_id in removed for parent in islice(_ancestors(node), 32)):
             removed.add(node.mem_id)
@@ -268,7 +294,7 @@ def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool) -> None:
             # <main> or <article> is one that a script reveals: it stays).
             removed.add(node.mem_id)
             node.decompose()
-        elif not protected(node):
+        elif not protected(node, evidence=evidence):
             removed.add(node.mem_id)
             node.decompose()
 
@@ -282,13 +308,25 @@ def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool) -> None:
     for node in tree.css(_ATTRIBUTE_SELECTOR)[:_MAX_CANDIDATES]:
         if budget < 0:
             break
-        if is_boilerplate(node.attributes):
-            remove_if_unprotected(node)
+        evidence = boilerplate_evidence(node.attributes)
+        if evidence is not None:
+            remove_if_unprotected(node, evidence=evidence)
     for node in tree.css("header")[:_MAX_ELEMENT_CHECKS]:
+        # A page-wide <header> around the <main> is a layout wrapper.
         if not _has_ancestor(node, ("main", "article")):
-            node.decompose()
+            remove_if_unprotected(node, evidence="name")
     for node in tree.css("form")[:_MAX_ELEMENT_CHECKS]:
         remove_if_unprotected(node)
+
+
+def _prose_chars(node: LexborNode) -> int:
+    """Characters of ``node``'s text set in paragraphs long enough to be prose."""
+    total = 0
+    for paragraph in node.css("p")[:500]:
+        length = len(paragraph.text())
+        if length >= _PROSE_PARAGRAPH:
+            total += length
+    return total
 
 
 def _main_container(tree: LexborHTMLParser, max_nodes: int) -> LexborNode | None:
@@ -392,6 +430,11 @@ def _densest(body: LexborNode, max_nodes: int) -> LexborNode | None:
     return top
 
 
+def _link_chars(node: LexborNode) -> int:
+    """Characters of ``node``'s text inside links."""
+    return sum(len(_collapse(link.text())) for link in node.css("a"))
+
+
 def _link_density(node: LexborNode) -> float:
     total = len(_collapse(node.text()))
     if not total:
@@ -408,7 +451,10 @@ class _Walker:
 
     def __init__(self, max_nodes: int) -> None:
         self.blocks: list[Block] = []
+        #: Per block, the share of its text inside links (``edges.py`` reads it).
+        self.link_shares: list[float] = []
         self.limited = False
+        self._link_chars = 0
         self._budget = max_nodes
         self._headings: list[tuple[int, str]] = []
         self._parts: list[str] = []
@@ -425,15 +471,17 @@ class _Walker:
     def _path(self) -> tuple[str, ...]:
         return tuple(text for _, text in self._headings)
 
-    def _emit(self, text: str, kind: str) -> None:
+    def _emit(self, text: str, kind: str, link_chars: int = 0) -> None:
         if text:
             self.blocks.append(Block(text, kind, self._path()))
+            self.link_shares.append(min(link_chars / len(text), 1.0))
 
     def _flush(self) -> None:
         if self._parts:
             text = _join_lines(self._parts)
             self._parts.clear()
-            self._emit(text, "paragraph")
+            self._emit(text, "paragraph", self._link_chars)
+        self._link_chars = 0
 
     def walk(self, root: LexborNode | None) -> None:
         if root is None:
@@ -453,7 +501,13 @@ class _Walker:
             if not node.is_element_node:
                 continue
             tag = node.tag or ""
-            if tag in _INLINE:
+            if tag == "a" and "href" in node.attributes:
+                # A link's text in one call: its length is what tells a link
+                # list from prose (a card of blocks inside a link is a teaser).
+                link_text = node.text()
+                self._parts.append(link_text)
+                self._link_chars += len(_collapse(link_text))
+            elif tag in _INLINE:
                 _push_children(stack, node)
             elif tag in _VOID_SKIP:
                 continue
@@ -463,15 +517,15 @@ class _Walker:
                 # Phrasing content only (the parser closes a <p> before any
                 # block), so one call in C reads it all.
                 self._flush()
-                self._emit(_leaf_text(node), "paragraph")
+                self._emit(_leaf_text(node), "paragraph", _link_chars(node))
             elif tag in _HEADINGS:
                 self._heading(node, _HEADINGS[tag])
             elif tag in _LISTS or tag == "li":
                 self._flush()
-                self._emit(self._list(node), "list")
+                self._emit(self._list(node), "list", _link_chars(node))
             elif tag == "dl":
                 self._flush()
-                self._emit(self._definitions(node), "list")
+                self._emit(self._definitions(node), "list", _link_chars(node))
             elif tag == "pre":
                 self._flush()
                 self._emit(_code_text(node), "code")
@@ -496,9 +550,14 @@ class _Walker:
     def _close_quote(self) -> None:
         start, path = self._quotes.pop()
         inner = self.blocks[start:]
-        del self.blocks[start:]
+        shares = self.link_shares[start:]
+        del self.blocks[start:], self.link_shares[start:]
         if inner:
-            self.blocks.append(Block("\n".join(block.text for block in inner), "quote", path))
+            text = "\n".join(block.text for block in inner)
+            pairs = zip(shares, inner, strict=True)
+            linked = sum(share * len(block.text) for share, block in pairs)
+            self.blocks.append(Block(text, "quote", path))
+            self.link_shares.append(min(linked / len(text), 1.0))
 
     def _heading(self, node: LexborNode, level: int) -> None:
         text = _leaf_text(node).replace("\n", " ")
@@ -622,6 +681,8 @@ def _join_lines(parts: list[str]) -> str:
     if not parts:
         return ""
     text = "".join(parts)
+    if _INVISIBLE.search(text):  # soft hyphens and zero-width spaces split words
+        text = _INVISIBLE.sub("", text)
     if _BREAK not in text:  # the common case: one line
         return " ".join(text.split())
     return "\n".join(filter(None, (" ".join(line.split()) for line in text.split(_BREAK))))

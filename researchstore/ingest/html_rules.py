@@ -21,6 +21,7 @@ from itertools import accumulate
 __all__ = [
     "DATE_KEYS",
     "MAX_DEPTH",
+    "boilerplate_evidence",
     "choose_title",
     "is_boilerplate",
     "is_hidden",
@@ -71,6 +72,7 @@ _BOILERPLATE_PARTS = (
     "skip-link"
 ).split()
 _WORDS = frozenset(_BOILERPLATE_WORDS)
+_COMMENT_WORDS = frozenset(("comments", "comment", "disqus"))
 # One scan of the names for every part (a loop of "in" tests was a fifth of
 # the parse time on the Readability pages).
 _PARTS = re.compile("|".join(map(re.escape, _BOILERPLATE_PARTS)))
@@ -179,20 +181,35 @@ def is_hidden(attributes: dict[str, str | None]) -> bool:
 
 def is_boilerplate(attributes: dict[str, str | None]) -> bool:
     """Tell from an element's id, class, role and aria-label whether it is page chrome."""
+    return boilerplate_evidence(attributes) is not None
+
+
+def boilerplate_evidence(attributes: dict[str, str | None]) -> str | None:
+    """How an element's attributes mark it as chrome, if they do.
+
+    ``"role"``: an ARIA landmark or label the page declares (navigation,
+    banner, contentinfo...); ``"comments"``: a comment section, prose that is
+    not the article; ``"name"``: a word in its id or class, which a layout
+    wrapper around the article can carry too (``"entry share"``,
+    ``"elementor-widget"``), so structure may overrule it.
+    """
     if (attributes.get("role") or "").lower() in _BOILERPLATE_ROLES:
-        return True
+        return "role"
     if _BOILERPLATE_LABEL.search(attributes.get("aria-label") or ""):
-        return True
+        return "role"
     names = f"{attributes.get('class') or ''} {attributes.get('id') or ''}"
     lowered = names.lower()
-    if not _WORDS.isdisjoint(_NAME_SPLIT.split(lowered)):
-        return True
-    if _PARTS.search(lowered):
-        return True
+    words = _NAME_SPLIT.split(lowered)
+    if not _COMMENT_WORDS.isdisjoint(words):
+        return "comments"
+    if not _WORDS.isdisjoint(words) or _PARTS.search(lowered):
+        return "name"
     # camelCase: "adBox", "siteNav" (only for the unambiguous _CAMEL words).
-    return lowered != names and not _CAMEL.isdisjoint(
+    if lowered != names and not _CAMEL.isdisjoint(
         word.lower() for word in _CAMEL_SPLIT.split(names)
-    )
+    ):
+        return "name"
+    return None
 
 
 # -- title and date ---------------------------------------------------------
