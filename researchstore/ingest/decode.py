@@ -157,12 +157,34 @@ def _try_decode(data: bytes, encoding: str, *, final: bool) -> str | None:
         return None
 
 
+#: UTF-8 with this many damaged sequences per well-formed multi-byte one, at
+#: most, is UTF-8 with a few stray bytes, not a legacy encoding.
+_STRAY_PER_CHARACTER = 0.02
+
+
+def _mostly_utf8(data: bytes, *, final: bool) -> str | None:
+    """``data`` as UTF-8 when only a few stray bytes spoil it, else None.
+
+    A page in a single-byte legacy encoding is almost never valid UTF-8 in
+    any of its accented letters, so many damaged sequences and few good
+    ones mean it is not; one bad byte in a long UTF-8 page must not turn
+    every letter of it into mojibake.
+    """
+    text = codecs.getincrementaldecoder("utf-8")("replace").decode(data, final=final)
+    stray = text.count("\ufffd")
+    wide = len(text) - len(text.encode("ascii", "ignore")) - stray
+    if wide > 0 and stray <= _STRAY_PER_CHARACTER * wide:
+        return text
+    return None
+
+
 def decode_text(data: bytes, *, declared: str | None = None, final: bool = True) -> tuple[str, str]:
     """Decode ``data`` and return ``(text, encoding_name)``.
 
     Order: a BOM; strict UTF-8 (it wins over a declaration, as pages that
     declare gb2312 or latin-1 are often UTF-8); the ``declared`` encoding;
-    cp1252; latin-1, which never fails. Newlines are normalised to ``\\n``
+    UTF-8 spoilt by a few stray bytes (they become U+FFFD); cp1252;
+    latin-1, which never fails. Newlines are normalised to ``\\n``
     and a leading BOM character is removed. Pass ``final=False`` when
     ``data`` was cut at a size limit, so a multi-byte character cut in half
     at the end is dropped instead of failing the UTF-8 step.
@@ -177,7 +199,7 @@ def decode_text(data: bytes, *, declared: str | None = None, final: bool = True)
         text = decoder.decode(data[skip:], final=final)
     else:
         guessed = _utf16_without_bom(data[:_SNIFF_BYTES])
-        candidates: list[str | None] = [guessed, "utf-8", _canonical(declared), "cp1252"]
+        candidates: list[str | None] = [guessed, "utf-8", _canonical(declared)]
         for candidate in candidates:
             if candidate is None:
                 continue
@@ -185,6 +207,11 @@ def decode_text(data: bytes, *, declared: str | None = None, final: bool = True)
             if text is not None:
                 encoding = candidate
                 break
+        if text is None:
+            text = _mostly_utf8(data, final=final)
+        if text is None:
+            text = _try_decode(data, "cp1252", final=final)
+            encoding = "cp1252"
         if text is None:
             encoding = "latin-1"
             text = data.decode("latin-1")

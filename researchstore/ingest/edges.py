@@ -40,7 +40,7 @@ _INNER_LINKS = 0.8
 #: A block before the article this long that is mostly not links reads as
 #: text (a byline or a date line is shorter); after it, any such block.
 _LEAD_TEXT_CHARS = 60
-_TAIL_TEXT_CHARS = 0
+_TAIL_TEXT_CHARS = 60
 #: Sentence-final punctuation in the scripts the project reads.
 _SENTENCE_END = re.compile(r"[.!?…。！？؟।][\"'”’»)\]）」』]*$")
 _TEXT_KINDS = frozenset(("paragraph", "quote"))
@@ -78,13 +78,35 @@ def trim_edges(blocks: Sequence[Block], link_shares: Sequence[float]) -> list[Bl
     kept: list[Block] = []
     for position, (block, share) in enumerate(zip(blocks, link_shares, strict=True)):
         if first <= position <= last:
-            if block.kind == "heading" or share < _INNER_LINKS:
-                kept.append(block)
-        elif _reads_as_text(
-            block, share, _LEAD_TEXT_CHARS if position < first else _TAIL_TEXT_CHARS
-        ):
+            keep = block.kind == "heading" or share < _INNER_LINKS
+        elif position < first:
+            keep = _reads_as_text(block, share, _LEAD_TEXT_CHARS)
+        else:
+            # The line right after the article (a signature, a source) is
+            # its end; what follows is judged as a strip.
+            close = position == last + 1 and share < _EDGE_LINKS
+            keep = close or _reads_as_text(block, share, _TAIL_TEXT_CHARS)
+        if keep:
             kept.append(block)
-    # A heading with nothing after it introduced a strip that is gone.
-    while kept and kept[-1].kind == "heading":
-        kept.pop()
+    return _without_empty_sections(kept)
+
+
+def _without_empty_sections(blocks: list[Block]) -> list[Block]:
+    """Drop headings whose section holds nothing but headings (its strip is gone)."""
+    kept: list[Block] = []
+    for block in reversed(blocks):
+        if block.kind == "heading":
+            depth = len(block.heading_path)
+            # The section goes on until a heading at this depth or above.
+            has_content = False
+            for later in reversed(kept):
+                if later.kind == "heading" and len(later.heading_path) <= depth:
+                    break
+                if later.kind != "heading":
+                    has_content = True
+                    break
+            if not has_content:
+                continue
+        kept.append(block)
+    kept.reverse()
     return kept

@@ -51,6 +51,9 @@ _DROP_SELECTOR = ",".join(
         "script", "style", "noscript", "template", "svg", "iframe", "frame", "nav", "footer",
         "aside", "button", "input", "select", "textarea", "dialog", "object", "embed",
         "canvas", "video", "audio", "map", "link", "meta",
+        # A ruby annotation spells out how to read its base text: the text
+        # is the base, once.
+        "rt", "rp",
     )
 )  # fmt: skip
 # Elements whose class names are about code or typography, not page layout

@@ -57,7 +57,8 @@ _BOILERPLATE_WORDS = (
     "nav navs menu menus submenu navbar breadcrumb breadcrumbs crumbs sidebar share shares "
     "sharing social ad ads advert adverts advertisement sponsor sponsored promo promos cookie "
     "cookies consent gdpr newsletter subscribe popup modal related comments comment disqus "
-    "footer masthead toolbar pagination pager skip widget widgets outbrain taboola"
+    "footer masthead toolbar pagination pager skip widget widgets outbrain taboola caption "
+    "captions credit credits"
 ).split()
 # Parts of camelCase names ("adBox", "siteNav"), only for unambiguous words:
 # "CtxtMenu" is MathJax's context-menu hook on every formula.
