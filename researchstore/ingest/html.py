@@ -16,7 +16,7 @@ The only module that imports selectolax. The steps:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import islice
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
@@ -107,6 +107,11 @@ _TITLE_KEYS = (
 )  # fmt: skip
 #: Stands in for <br> in the tree (a private-use character, not whitespace).
 _BREAK = "\ue000"
+#: A declared container grows into ancestors adding at most this share of text.
+_WIDEN_SHARE = 1.3
+_WIDEN_STEPS = 4
+#: Where a page declares its article, most specific first.
+_DECLARED_CONTAINERS = ("[itemprop=articleBody]", "article", "main, [role=main]")
 _COMMAS = re.compile(r"[,、，،]")
 _INVISIBLE = re.compile("[\u00ad\u200b\u2060\ufeff]")
 
@@ -135,7 +140,8 @@ def parse_html(
     _read_metadata(tree, doc)
     walker = _Walker(max_nodes)
     _drop_boilerplate(tree, aggressive=True)
-    walker.walk(_main_container(tree, max_nodes))
+    container, article_end = _main_container(tree, max_nodes)
+    walker.walk(container, stop_after=article_end)
     if not walker.blocks and not walker.limited:
         # Cleaning can remove a whole page whose wrapper has an unlucky class
         # name; read it again with only the certain junk removed.
@@ -332,47 +338,104 @@ def _prose_chars(node: LexborNode) -> int:
     return total
 
 
-def _main_container(tree: LexborHTMLParser, max_nodes: int) -> LexborNode | None:
-    """Pick the element holding the article's text."""
+def _main_container(
+    tree: LexborHTMLParser, max_nodes: int
+) -> tuple[LexborNode | None, LexborNode | None]:
+    """Pick the element holding the article's text, and where the article ends.
+
+    The densest element by paragraph score is the structural candidate; an
+    element the page declares as its article (microdata ``articleBody``,
+    then ``<article>``, then ``<main>``) wins when it holds at least half as
+    much paragraph text outside links, so a declared teaser, a link strip or
+    a footer marked up as an article never stands in for the story. A
+    declared container grows into the ancestor that adds its lead and title,
+    read up to the declared container's end (what follows it there is a
+    byline box, tags or related stories).
+    """
     body = tree.body or tree.root
     if body is None:
-        return None
-    total = len(body.text())
-    for selector in ("main, [role=main]", "article"):
-        candidates = [(len(node.text()), node) for node in tree.css(selector)[:20]]
-        if candidates:
-            chars, best = max(candidates, key=lambda pair: pair[0])
-            # A <main> with a teaser while the text sits elsewhere is not it.
-            if chars * 10 >= total * 3:
-                return best
-    return _densest(body, max_nodes) or body
+        return None, None
+    found = _densest(body, max_nodes)
+    if found is None:
+        # No paragraph anywhere: the largest declared container, else all.
+        for selector in ("main, [role=main]", "article"):
+            sized = [(len(node.text()), node) for node in tree.css(selector)[:20]]
+            if sized:
+                return max(sized, key=lambda pair: pair[0])[1], None
+        return body, None
+    top, content = found
+    best = content(top)
+    for selector in _DECLARED_CONTAINERS:
+        candidates = tree.css(selector)[:50]
+        if not candidates:
+            continue
+        chars, declared = max(
+            ((content(node), node) for node in candidates), key=lambda pair: pair[0]
+        )
+        if chars * 2 >= best and chars > 0:
+            wider = _widen(declared, chars, content)
+            return wider, (declared if wider is not declared else None)
+    return top, None
 
 
-def _densest(body: LexborNode, max_nodes: int) -> LexborNode | None:
+def _widen(node: LexborNode, chars: int, content: Callable[[LexborNode], int]) -> LexborNode:
+    """The node, or the ancestor that adds its lead and title and little else.
+
+    A declared article body often leaves out the standfirst above it; a
+    parent whose paragraph text is not much more than the node's holds
+    that and no second story.
+    """
+    for ancestor in islice(_ancestors(node), _WIDEN_STEPS):
+        if ancestor.tag in ("body", "html") or content(ancestor) > _WIDEN_SHARE * chars:
+            break
+        node = ancestor
+    return node
+
+
+def _densest(
+    body: LexborNode, max_nodes: int
+) -> tuple[LexborNode, Callable[[LexborNode], int]] | None:
     """The element whose paragraphs score highest (Readability's heuristic).
 
     A "paragraph" is the nearest non-inline element around a run of text, so
-    pages that set their text in bare ``<div>``s score like ``<p>``s.
+    pages that set their text in bare ``<div>``s score like ``<p>``s; text
+    inside links counts against its paragraph. Returns the element and a
+    function giving any element's paragraph text outside links.
     """
-    paragraphs: dict[int, tuple[LexborNode, list[str]]] = {}
+    paragraphs: dict[int, tuple[LexborNode, list[str], list[str]]] = {}
     for node in islice(body.traverse(include_text=True), max_nodes):
         if not node.is_text_node:
             continue
         text = node.text_content or ""
         if not text.strip():
             continue
-        parent = next((p for p in _ancestors(node) if p.tag not in _INLINE), None)
+        parent = None
+        linked = False
+        for ancestor in _ancestors(node):
+            tag = ancestor.tag
+            if tag == "a":
+                linked = True
+            elif tag not in _INLINE:
+                parent = ancestor
+                break
         if parent is None or parent.tag not in _PARAGRAPH_LIKE:
             continue
-        paragraphs.setdefault(parent.mem_id, (parent, []))[1].append(text)
+        entry = paragraphs.get(parent.mem_id)
+        if entry is None:
+            entry = paragraphs[parent.mem_id] = (parent, [], [])
+        (entry[2] if linked else entry[1]).append(text)
 
     scores: dict[int, tuple[float, LexborNode]] = {}
     direct: dict[int, tuple[LexborNode, int]] = {}  # paragraph text right under an element
-    for paragraph, pieces in paragraphs.values():
-        text = _collapse(" ".join(pieces))
-        if len(text) < 25:
+    own: dict[int, int] = {}  # a paragraph's own text outside links
+    for paragraph, plain, links in paragraphs.values():
+        text = _collapse(" ".join(plain))
+        link_chars = len(_collapse(" ".join(links)))
+        length = len(text) + link_chars
+        if length < 25:
             continue
-        score = 1 + len(_COMMAS.findall(text)) + min(len(text) // 100, 3)
+        score = (1 + len(_COMMAS.findall(text)) + min(length // 100, 3)) * len(text) / length
+        own[paragraph.mem_id] = len(text)
         parent = paragraph.parent
         if parent is None:
             continue
@@ -396,6 +459,10 @@ def _densest(body: LexborNode, max_nodes: int) -> LexborNode | None:
         steps += 64
         if steps > 1_000_000:
             break
+
+    def content(node: LexborNode) -> int:
+        return chars.get(node.mem_id, 0) + own.get(node.mem_id, 0)
+
     # Discount link lists (ads, "more stories") by their link density.
     ranked = sorted(scores.values(), key=lambda pair: pair[0], reverse=True)[:10]
     ranked = sorted(
@@ -430,7 +497,7 @@ def _densest(body: LexborNode, max_nodes: int) -> LexborNode | None:
         if ancestor.tag in ("body", "html") or sum(1 for _ in ancestor.iter()) != 1:
             break
         top = ancestor
-    return top
+    return top, content
 
 
 def _link_chars(node: LexborNode) -> int:
@@ -486,14 +553,18 @@ class _Walker:
             self._emit(text, "paragraph", self._link_chars)
         self._link_chars = 0
 
-    def walk(self, root: LexborNode | None) -> None:
+    def walk(self, root: LexborNode | None, *, stop_after: LexborNode | None = None) -> None:
+        """Walk ``root``'s subtree; with ``stop_after``, stop where that element ends."""
         if root is None:
             return
+        end = stop_after.mem_id if stop_after is not None else None
         stack: list[tuple[LexborNode, bool]] = [(root, False)]
         while stack and not self.limited:
             node, leaving = stack.pop()
             if leaving:
                 self._leave(node)
+                if node.mem_id == end:
+                    break
                 continue
             if not self._spend():
                 break
