@@ -58,9 +58,11 @@ _DROP_SELECTOR = ",".join(
 )  # fmt: skip
 # Elements whose class names are about code or typography, not page layout
 # (a syntax highlighter's <span class="comment"> must survive) are left out.
+# Nor are elements without text (an <img> with class "ad" holds nothing to
+# remove).
 _NEVER_BOILERPLATE = (
     "html body main article span code a em strong b i var kbd samp abbr time small sup sub "
-    "mark label font cite q pre"
+    "mark label font cite q pre img picture source path symbol use g"
 ).split()
 _ATTRIBUTE_SELECTOR = f":is([class],[id],[role],[aria-label]):not({','.join(_NEVER_BOILERPLATE)})"
 _HIDDEN_SELECTOR = '[hidden],[aria-hidden="true" i],[style*="none" i],[style*="hidden" i]'
@@ -406,18 +408,22 @@ def _densest(
     for node in islice(body.traverse(include_text=True), max_nodes):
         if not node.is_text_node:
             continue
-        text = node.text_content or ""
-        if not text.strip():
+        text = node.text_content
+        if not text or text.isspace():
             continue
-        parent = None
+        # The nearest non-inline ancestor, walked by hand: this loop runs
+        # for every piece of text on the page.
+        parent = node.parent
         linked = False
-        for ancestor in _ancestors(node):
-            tag = ancestor.tag
+        steps = 0
+        while parent is not None and steps < _MAX_ANCESTORS:
+            tag = parent.tag
             if tag == "a":
                 linked = True
             elif tag not in _INLINE:
-                parent = ancestor
                 break
+            parent = parent.parent
+            steps += 1
         if parent is None or parent.tag not in _PARAGRAPH_LIKE:
             continue
         entry = paragraphs.get(parent.mem_id)
@@ -506,10 +512,10 @@ def _link_chars(node: LexborNode) -> int:
 
 
 def _link_density(node: LexborNode) -> float:
-    total = len(_collapse(node.text()))
+    total = len(node.text())
     if not total:
         return 1.0
-    linked = sum(len(_collapse(link.text())) for link in node.css("a"))
+    linked = sum(len(link.text()) for link in node.css("a"))
     return min(linked / total, 1.0)
 
 

@@ -32,6 +32,8 @@ __all__ = [
 
 #: Elements nested deeper than this are flattened before parsing.
 MAX_DEPTH = 512
+#: Below this many tags, nesting is not checked: the parse stays fast.
+_DEPTH_CHECK_TAGS = 2000
 #: Tag-like things ("<x") read per node the walk may visit; markup beyond is cut.
 _TAGS_PER_NODE = 4
 _TAG_NAME = re.compile(r"<(/?[A-Za-z][^\s/>]*)")
@@ -47,6 +49,23 @@ _FLAT_TAGS = frozenset(
     ).split()
     for tag in (name, name.upper(), f"/{name}", f"/{name.upper()}")
 )
+
+
+class _DepthSteps(dict[str, int]):
+    """How a tag name changes the nesting depth: +1 opens, -1 closes, 0 flat.
+
+    Filled as names are met, so the scan of a page is a map over a dict in
+    C rather than a Python test per tag.
+    """
+
+    def __missing__(self, name: str) -> int:
+        step = 0 if name in _FLAT_TAGS else -1 if name[0] == "/" else 1
+        if len(self) < 10_000:  # a page of made-up tag names must not grow it forever
+            self[name] = step
+        return step
+
+
+_DEPTH_STEPS = _DepthSteps()
 
 _BOILERPLATE_ROLES = frozenset(
     "navigation menu menubar banner contentinfo complementary search dialog alertdialog "
@@ -72,13 +91,15 @@ _BOILERPLATE_PARTS = (
     "adsbygoogle sharethis socialshare social-share sharebuttons share-buttons skiplink "
     "skip-link"
 ).split()
-_WORDS = frozenset(_BOILERPLATE_WORDS)
-_COMMENT_WORDS = frozenset(("comments", "comment", "disqus"))
-# One scan of the names for every part (a loop of "in" tests was a fifth of
-# the parse time on the Readability pages).
-_PARTS = re.compile("|".join(map(re.escape, _BOILERPLATE_PARTS)))
+# A word is bounded by anything but a letter ("nav-main", "ad_box", "top3ad").
+_NAME_HIT = re.compile(
+    r"(?<![a-z])(?:"
+    + "|".join(sorted(map(re.escape, _BOILERPLATE_WORDS), key=len, reverse=True))
+    + r")(?![a-z])|"
+    + "|".join(map(re.escape, _BOILERPLATE_PARTS))
+)
+_COMMENT_HIT = re.compile(r"(?<![a-z])(?:comments?|disqus)(?![a-z])")
 _CAMEL = frozenset(_CAMEL_WORDS)
-_NAME_SPLIT = re.compile(r"[^a-z]+")
 _CAMEL_SPLIT = re.compile(r"[^A-Za-z]+|(?<=[a-z])(?=[A-Z])")
 _BOILERPLATE_LABEL = re.compile(
     r"breadcrumb|navigation|menu|share|social|cookie|advert|sidebar", re.IGNORECASE
@@ -109,10 +130,12 @@ def limit_markup(text: str, *, max_nodes: int, notes: list[str]) -> tuple[str, b
     than ``MAX_DEPTH`` are dropped, keeping their text, as browsers do.
     """
     tag_count = text.count("<")
-    if tag_count <= MAX_DEPTH:
-        return text, False  # too few tags to nest deeply
-    cut_short = False
     limit = _TAGS_PER_NODE * max_nodes
+    if tag_count <= MAX_DEPTH or tag_count <= min(limit, _DEPTH_CHECK_TAGS):
+        # Too few tags to nest so deep that the parse is slow (2,000 nested
+        # elements parse in about 25 ms); most pages stop here.
+        return text, False
+    cut_short = False
     if tag_count > limit:
         # Cut near the limit-th tag, at a "<", from the average tag spacing.
         end = text.find("<", int(len(text) * limit / tag_count))
@@ -122,9 +145,7 @@ def limit_markup(text: str, *, max_nodes: int, notes: list[str]) -> tuple[str, b
     # A quick upper bound of the depth (elements that never nest, such as
     # void ones, <p>, <li> and <td>, do not count); only past MAX_DEPTH does
     # the exact, slower pass run.
-    steps = [
-        0 if name in _FLAT_TAGS else -1 if name[0] == "/" else 1 for name in _TAG_NAME.findall(text)
-    ]
+    steps = map(_DEPTH_STEPS.__getitem__, _TAG_NAME.findall(text))
     if max(accumulate(steps, initial=0)) <= MAX_DEPTH:
         return text, cut_short
     return _flatten(text, notes), cut_short
@@ -194,17 +215,18 @@ def boilerplate_evidence(attributes: dict[str, str | None]) -> str | None:
     wrapper around the article can carry too (``"entry share"``,
     ``"elementor-widget"``), so structure may overrule it.
     """
-    if (attributes.get("role") or "").lower() in _BOILERPLATE_ROLES:
+    role = attributes.get("role")
+    if role and role.lower() in _BOILERPLATE_ROLES:
         return "role"
-    if _BOILERPLATE_LABEL.search(attributes.get("aria-label") or ""):
+    label = attributes.get("aria-label")
+    if label and _BOILERPLATE_LABEL.search(label):
         return "role"
     names = f"{attributes.get('class') or ''} {attributes.get('id') or ''}"
     lowered = names.lower()
-    words = _NAME_SPLIT.split(lowered)
-    if not _COMMENT_WORDS.isdisjoint(words):
-        return "comments"
-    if not _WORDS.isdisjoint(words) or _PARTS.search(lowered):
-        return "name"
+    # One regular expression in C for every word and part; this runs for
+    # every element with a class or an id.
+    if _NAME_HIT.search(lowered):
+        return "comments" if _COMMENT_HIT.search(lowered) else "name"
     # camelCase: "adBox", "siteNav" (only for the unambiguous _CAMEL words).
     if lowered != names and not _CAMEL.isdisjoint(
         word.lower() for word in _CAMEL_SPLIT.split(names)
