@@ -27,15 +27,30 @@ from researchstore.ingest.decode import (
     normalize_language,
     unreadable,
 )
-from researchstore.ingest.edges import trim_edges
+from researchstore.ingest.edges import is_prose, trim_edges
 from researchstore.ingest.html_rules import (
+    BREAK,
     DATE_KEYS,
     boilerplate_evidence,
     choose_title,
     is_hidden,
     iso_date,
+    join_lines,
     json_ld_date,
     limit_markup,
+    visible_date,
+)
+from researchstore.ingest.html_tags import (
+    CELLS,
+    DROP_TAGS,
+    HEADINGS,
+    INLINE,
+    LEAF_BLOCKS,
+    LISTS,
+    NEVER_BOILERPLATE,
+    PARAGRAPH_LIKE,
+    TITLE_KEYS,
+    VOID_SKIP,
 )
 from researchstore.ingest.model import Block, ParsedDocument
 
@@ -46,25 +61,8 @@ MAX_BYTES = 20_000_000
 #: An ancestor of the densest element wins when it holds this much more text.
 _GROW = 1.5
 
-_DROP_SELECTOR = ",".join(
-    (
-        "script", "style", "noscript", "template", "svg", "iframe", "frame", "nav", "footer",
-        "aside", "button", "input", "select", "textarea", "dialog", "object", "embed",
-        "canvas", "video", "audio", "map", "link", "meta",
-        # A ruby annotation spells out how to read its base text: the text
-        # is the base, once.
-        "rt", "rp",
-    )
-)  # fmt: skip
-# Elements whose class names are about code or typography, not page layout
-# (a syntax highlighter's <span class="comment"> must survive) are left out.
-# Nor are elements without text (an <img> with class "ad" holds nothing to
-# remove).
-_NEVER_BOILERPLATE = (
-    "html body main article span code a em strong b i var kbd samp abbr time small sup sub "
-    "mark label font cite q pre img picture source path symbol use g"
-).split()
-_ATTRIBUTE_SELECTOR = f":is([class],[id],[role],[aria-label]):not({','.join(_NEVER_BOILERPLATE)})"
+_DROP_SELECTOR = ",".join(DROP_TAGS)
+_ATTRIBUTE_SELECTOR = f":is([class],[id],[role],[aria-label]):not({','.join(NEVER_BOILERPLATE)})"
 _HIDDEN_SELECTOR = '[hidden],[aria-hidden="true" i],[style*="none" i],[style*="hidden" i]'
 
 #: How many elements with an id, class, role... are looked at for boilerplate.
@@ -80,42 +78,22 @@ _PROSE_PARAGRAPH = 80
 #: Ancestor walks stop after this many steps (deep trees stay linear).
 _MAX_ANCESTORS = 256
 
-# MathML is phrasing content: a formula reads inline, one piece per token
-# element (<mi>, <mo>...), never a block per symbol; its TeX annotation is
-# the same formula again.
-_MATHML = frozenset(
-    "math mi mo mn ms mtext mspace mrow mfrac msqrt mroot msub msup msubsup munder mover "
-    "munderover mmultiscripts mprescripts none mtable mtr mtd mstyle mpadded mphantom menclose "
-    "semantics merror maction".split()
-)
-_INLINE = _MATHML | frozenset(
-    "a abbr acronym b bdi bdo big cite code data del dfn em font i ins kbd label mark nobr "
-    "q rb rp rt rtc ruby s samp small span strike strong sub sup time tt u var slot".split()
-)
-_VOID_SKIP = frozenset(
-    "img picture source track area wbr col colgroup param annotation annotation-xml".split()
-)
-_HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
-_LISTS = frozenset(("ul", "ol", "menu"))
-_CELLS = frozenset(("td", "th"))
-_LEAF_BLOCKS = frozenset(("p", "figcaption", "summary", "address", "legend"))
-# Elements whose own text counts as a paragraph when scoring containers.
-_PARAGRAPH_LIKE = frozenset(("p", "pre", "td", "div", "section", "article", "main", "blockquote"))
 
-#: Where a page declares its article's title, most trusted first.
-_TITLE_KEYS = (
-    "dc:title", "dcterm:title", "og:title", "weibo:article:title",
-    "weibo:webpage:title", "title", "twitter:title", "parsely-title",
-)  # fmt: skip
-#: Stands in for <br> in the tree (a private-use character, not whitespace).
-_BREAK = "\ue000"
+#: How many blocks at the top of the article are read for a byline's date.
+_BYLINE_BLOCKS = 6
 #: A declared container grows into ancestors adding at most this share of text.
 _WIDEN_SHARE = 1.3
 _WIDEN_STEPS = 4
 #: Where a page declares its article, most specific first.
-_DECLARED_CONTAINERS = ("[itemprop=articleBody]", "article", "main, [role=main]")
+#: With the share of the densest element's text each must hold: microdata
+#: names the article's body itself, <article> and <main> often a wider box.
+_DECLARED_CONTAINERS = (
+    ("[itemprop=articleBody]", 0.2),
+    ("article", 0.5),
+    ("main, [role=main]", 0.5),
+)
 _COMMAS = re.compile(r"[,、，،]")
-_INVISIBLE = re.compile("[\u00ad\u200b\u2060\ufeff]")
+_TRAILING_BRACKETS = re.compile(r"\s*\[[^\[\]]{1,60}\]$")
 
 
 def parse_html(
@@ -152,6 +130,9 @@ def parse_html(
         walker = _Walker(max_nodes)
         walker.walk(tree.body or tree.root)
     doc.blocks = trim_edges(walker.blocks, walker.link_shares)
+    if doc.date is None:
+        # Read before trimming: the byline is among the lines trimmed.
+        _read_byline_date(doc, walker.blocks)
 
     if walker.limited:
         doc.skipped.append(f"stopped after {max_nodes} nodes")
@@ -173,6 +154,8 @@ def _collapse(text: str | None) -> str:
 
 def _read_metadata(tree: LexborHTMLParser, doc: ParsedDocument) -> None:
     metas: dict[str, str] = {}
+    # Where each date-bearing key was read; keys of <meta> tags are "meta".
+    date_sources = {"datepublished": "time", "time": "time", "ld:datepublished": "json-ld"}
     for meta in tree.css("meta[content]"):
         attributes = meta.attributes
         content = _collapse(attributes.get("content"))
@@ -181,7 +164,10 @@ def _read_metadata(tree: LexborHTMLParser, doc: ParsedDocument) -> None:
         for attribute in ("property", "name", "itemprop", "http-equiv"):
             # One tag may name several properties: property="dc:title og:title".
             for key in (attributes.get(attribute) or "").lower().split()[:8]:
-                metas.setdefault(key, content)
+                if key not in metas:
+                    metas[key] = content
+                    if key in date_sources:
+                        date_sources[key] = "meta"
     for node in tree.css("[itemprop=datePublished][datetime]"):
         metas.setdefault("datepublished", node.attributes.get("datetime") or "")
     for node in tree.css("time[datetime]"):
@@ -201,7 +187,7 @@ def _read_metadata(tree: LexborHTMLParser, doc: ParsedDocument) -> None:
     # <title>, without a site-name affix that the h1 gives away.
     title_node = tree.css_first("head title") or tree.css_first("title")
     title = _collapse(title_node.text()) if title_node is not None else ""
-    declared = next((metas[key] for key in _TITLE_KEYS if metas.get(key)), "")
+    declared = next((metas[key] for key in TITLE_KEYS if metas.get(key)), "")
     site_name = metas.get("og:site_name") or ""
     doc.title = declared or choose_title(title, "", _first_h1(tree), site_name) or None
     doc.description = (
@@ -212,8 +198,23 @@ def _read_metadata(tree: LexborHTMLParser, doc: ParsedDocument) -> None:
     )
     for key in DATE_KEYS:
         if key in metas and (parsed := iso_date(metas[key])):
-            doc.date = parsed
+            doc.date, doc.date_source = parsed, date_sources.get(key, "meta")
             break
+
+
+def _read_byline_date(doc: ParsedDocument, blocks: list[Block]) -> None:
+    """A date written in the lines above the article's first paragraph, if any.
+
+    Only the lead (the title, byline and date lines) is read: a date further
+    down is one the story mentions, or a related story's.
+    """
+    for block in blocks[:_BYLINE_BLOCKS]:
+        if is_prose(block, 0.0):
+            return
+        found = visible_date(block.text)
+        if found is not None:
+            doc.date, doc.date_source = found, "byline"
+            return
 
 
 def _first_h1(tree: LexborHTMLParser) -> str:
@@ -255,7 +256,7 @@ def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool) -> None:
     # Line breaks become a marker character, so that text read in one call
     # (``node.text()``) still shows where the lines broke.
     for node in tree.css("br"):
-        node.replace_with(_BREAK)
+        node.replace_with(BREAK)
     if not aggressive:
         return
     body = tree.body or tree.root
@@ -347,9 +348,10 @@ def _main_container(
 
     The densest element by paragraph score is the structural candidate; an
     element the page declares as its article (microdata ``articleBody``,
-    then ``<article>``, then ``<main>``) wins when it holds at least half as
-    much paragraph text outside links, so a declared teaser, a link strip or
-    a footer marked up as an article never stands in for the story. A
+    then ``<article>``, then ``<main>``) wins when it holds enough of that
+    much paragraph text outside links (a fifth for ``articleBody``, half for
+    the others), so a declared teaser, a link strip or a footer marked up as
+    an article never stands in for the story. A
     declared container grows into the ancestor that adds its lead and title,
     read up to the declared container's end (what follows it there is a
     byline box, tags or related stories).
@@ -367,14 +369,14 @@ def _main_container(
         return body, None
     top, content = found
     best = content(top)
-    for selector in _DECLARED_CONTAINERS:
+    for selector, share in _DECLARED_CONTAINERS:
         candidates = tree.css(selector)[:50]
         if not candidates:
             continue
         chars, declared = max(
             ((content(node), node) for node in candidates), key=lambda pair: pair[0]
         )
-        if chars * 2 >= best and chars > 0:
+        if chars >= share * best and chars > 0:
             wider = _widen(declared, chars, content)
             return wider, (declared if wider is not declared else None)
     return top, None
@@ -420,11 +422,11 @@ def _densest(
             tag = parent.tag
             if tag == "a":
                 linked = True
-            elif tag not in _INLINE:
+            elif tag not in INLINE:
                 break
             parent = parent.parent
             steps += 1
-        if parent is None or parent.tag not in _PARAGRAPH_LIKE:
+        if parent is None or parent.tag not in PARAGRAPH_LIKE:
             continue
         entry = paragraphs.get(parent.mem_id)
         if entry is None:
@@ -554,7 +556,7 @@ class _Walker:
 
     def _flush(self) -> None:
         if self._parts:
-            text = _join_lines(self._parts)
+            text = join_lines(self._parts)
             self._parts.clear()
             self._emit(text, "paragraph", self._link_chars)
         self._link_chars = 0
@@ -587,20 +589,20 @@ class _Walker:
                 link_text = node.text()
                 self._parts.append(link_text)
                 self._link_chars += len(_collapse(link_text))
-            elif tag in _INLINE:
+            elif tag in INLINE:
                 _push_children(stack, node)
-            elif tag in _VOID_SKIP:
+            elif tag in VOID_SKIP:
                 continue
             elif tag == "br":
-                self._parts.append(_BREAK)
-            elif tag in _LEAF_BLOCKS:
+                self._parts.append(BREAK)
+            elif tag in LEAF_BLOCKS:
                 # Phrasing content only (the parser closes a <p> before any
                 # block), so one call in C reads it all.
                 self._flush()
                 self._emit(_leaf_text(node), "paragraph", _link_chars(node))
-            elif tag in _HEADINGS:
-                self._heading(node, _HEADINGS[tag])
-            elif tag in _LISTS or tag == "li":
+            elif tag in HEADINGS:
+                self._heading(node, HEADINGS[tag])
+            elif tag in LISTS or tag == "li":
                 self._flush()
                 self._emit(self._list(node), "list", _link_chars(node))
             elif tag == "dl":
@@ -640,7 +642,7 @@ class _Walker:
             self.link_shares.append(min(linked / len(text), 1.0))
 
     def _heading(self, node: LexborNode, level: int) -> None:
-        text = _leaf_text(node).replace("\n", " ")
+        text = _without_heading_control(node, _leaf_text(node).replace("\n", " "))
         if not text:
             return
         self._flush()
@@ -659,7 +661,7 @@ class _Walker:
 
         def flush() -> None:
             nonlocal marker
-            text = _join_lines(parts).replace("\n", " ")
+            text = join_lines(parts).replace("\n", " ")
             parts.clear()
             if text:
                 lines.append(indent + (marker or "  ") + text if marker or lists else text)
@@ -671,7 +673,7 @@ class _Walker:
             tag = current.tag or ""
             if leaving:
                 flush()
-                if tag in _LISTS and lists:
+                if tag in LISTS and lists:
                     lists.pop()
                 elif tag == "li":
                     marker = None
@@ -681,12 +683,12 @@ class _Walker:
             if current.is_text_node:
                 parts.append(current.text_content or "")
                 continue
-            if not current.is_element_node or tag in _VOID_SKIP:
+            if not current.is_element_node or tag in VOID_SKIP:
                 continue
-            if tag in _INLINE:
+            if tag in INLINE:
                 _push_children(stack, current)
                 continue
-            elif tag in _LISTS:
+            elif tag in LISTS:
                 flush()
                 lists.append([int(tag == "ol"), _list_start(current)])
             elif tag == "li":
@@ -726,11 +728,27 @@ class _Walker:
             if not self._spend():
                 break
             cells = [
-                _leaf_text(cell).replace("\n", " ") for cell in row.iter() if cell.tag in _CELLS
+                _leaf_text(cell).replace("\n", " ") for cell in row.iter() if cell.tag in CELLS
             ]
             if any(cells):
                 rows.append(" | ".join(cells))
         self._emit("\n".join(rows), "table")
+
+
+def _without_heading_control(node: LexborNode, text: str) -> str:
+    """A heading's text without a bracketed link at its end ("Ziele [bearbeiten]").
+
+    A link in brackets after a heading's words is a control (edit this
+    section, copy its address), in any language; the words stay.
+    """
+    control = _TRAILING_BRACKETS.search(text)
+    if control is None or control.start() == 0:
+        return text
+    for link in node.css("a"):
+        link_text = _collapse(link.text())
+        if link_text and link_text in control.group():
+            return text[: control.start()]
+    return text
 
 
 def _push_children(stack: list[tuple[LexborNode, bool]], node: LexborNode) -> None:
@@ -756,26 +774,14 @@ def _list_start(node: LexborNode) -> int:
         return 1
 
 
-def _join_lines(parts: list[str]) -> str:
-    """Join text pieces; collapse spaces in each line, drop empty lines."""
-    if not parts:
-        return ""
-    text = "".join(parts)
-    if _INVISIBLE.search(text):  # soft hyphens and zero-width spaces split words
-        text = _INVISIBLE.sub("", text)
-    if _BREAK not in text:  # the common case: one line
-        return " ".join(text.split())
-    return "\n".join(filter(None, (" ".join(line.split()) for line in text.split(_BREAK))))
-
-
 def _leaf_text(node: LexborNode) -> str:
     """All text under ``node`` as collapsed lines (``<br>`` breaks lines)."""
-    return _join_lines([node.text(deep=True)])
+    return join_lines([node.text(deep=True)])
 
 
 def _code_text(node: LexborNode) -> str:
     """A ``pre`` block's text with its whitespace, minus blank edge lines."""
-    lines = (node.text(deep=True) or "").replace(_BREAK, "\n").split("\n")
+    lines = (node.text(deep=True) or "").replace(BREAK, "\n").split("\n")
     while lines and not lines[0].strip():
         lines.pop(0)
     return "\n".join(line.rstrip() for line in lines).rstrip()
@@ -791,7 +797,7 @@ def _is_data_table(node: LexborNode) -> bool:
         return False  # stops at the first nested table: linear even when deep
     widest = 0
     for row in node.css("tr")[:50]:
-        cells = [cell for cell in row.iter() if cell.tag in _CELLS]
+        cells = [cell for cell in row.iter() if cell.tag in CELLS]
         widest = max(widest, len(cells))
         if any(len(cell.text()) > 1000 for cell in cells):
             return False

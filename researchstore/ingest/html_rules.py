@@ -19,6 +19,7 @@ from email.utils import parsedate_to_datetime
 from itertools import accumulate
 
 __all__ = [
+    "BREAK",
     "DATE_KEYS",
     "MAX_DEPTH",
     "boilerplate_evidence",
@@ -26,8 +27,10 @@ __all__ = [
     "is_boilerplate",
     "is_hidden",
     "iso_date",
+    "join_lines",
     "json_ld_date",
     "limit_markup",
+    "visible_date",
 ]
 
 #: Elements nested deeper than this are flattened before parsing.
@@ -115,6 +118,27 @@ DATE_KEYS = (
     "dc.date.issued", "dcterms.date", "dcterms.created", "pubdate", "publish-date",
     "publishdate", "sailthru.date", "parsely-pub-date", "og:published_time", "time",
 )  # fmt: skip
+
+
+#: Stands in for <br> in the tree (a private-use character, not whitespace).
+BREAK = "\ue000"
+_INVISIBLE = re.compile("[\u00ad\u200b\u2060\ufeff]")
+
+
+def join_lines(parts: list[str]) -> str:
+    """Join text pieces; collapse spaces in each line, drop empty lines.
+
+    ``BREAK`` ends a line; soft hyphens and zero-width spaces, which split
+    words for nobody but a search, go.
+    """
+    if not parts:
+        return ""
+    text = "".join(parts)
+    if _INVISIBLE.search(text):
+        text = _INVISIBLE.sub("", text)
+    if BREAK not in text:  # the common case: one line
+        return " ".join(text.split())
+    return "\n".join(filter(None, (" ".join(line.split()) for line in text.split(BREAK))))
 
 
 # -- markup limits ----------------------------------------------------------
@@ -288,6 +312,34 @@ def json_ld_date(source: str) -> str | None:
             if isinstance(graph, list):
                 pending.extend(graph)
     return None
+
+
+#: Dates as bylines write them in digits: 2019-03-19, 19.03.2019, 19. 3. 2019.
+#: Slashed forms are left out: 03/04/2019 is March or April by country.
+_WRITTEN_ISO = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
+_WRITTEN_DOTTED = re.compile(r"(?<![\d.])(\d{1,2})\.\s?(\d{1,2})\.\s?(\d{4})(?!\d)")
+
+
+def visible_date(text: str) -> str | None:
+    """``YYYY-MM-DD`` from a date written in digits in a byline, else None."""
+    for match in _WRITTEN_ISO.finditer(text):
+        found = _calendar_date(int(match[1]), int(match[2]), int(match[3]))
+        if found:
+            return found
+    for match in _WRITTEN_DOTTED.finditer(text):
+        found = _calendar_date(int(match[3]), int(match[2]), int(match[1]))
+        if found:
+            return found
+    return None
+
+
+def _calendar_date(year: int, month: int, day: int) -> str | None:
+    if not 1900 <= year <= 2200:
+        return None
+    try:
+        return date(year, month, day).isoformat()
+    except ValueError:
+        return None
 
 
 def iso_date(value: str) -> str | None:
