@@ -213,3 +213,20 @@ def test_trim_edges_keeps_the_article_between_its_first_and_last_paragraph() -> 
     # A closing line that is a link is a strip's first item, not the end.
     kept = trim_edges(blocks, [1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0])
     assert [block.text for block in kept] == ["Humler", prose.text, "Kort.", prose.text]
+
+
+def test_an_aside_around_the_declared_article_body_is_not_dropped() -> None:
+    body = (
+        f'<nav><ul>{links(STRIP)}</ul></nav><aside class="layout"><article>'
+        f'<div itemprop="articleBody"><p>{DEUTSCH * 3}</p><p>{DEUTSCH * 2}</p></div>'
+        "</article></aside><aside><p>Werbung</p></aside>"
+    )
+    text = text_of(page(body))
+    assert "mehr Arten" in text
+    assert "Werbung" not in text and "Strømpris" not in text
+
+
+def test_text_is_in_nfc_form() -> None:
+    # U+09DF (য়) has no NFC form of its own: it is U+09AF U+09BC.
+    body = f"<article><p>\u0995\u09c1\u09b7\u09cd\u099f\u09bf\u09df\u09be {NORSK * 2}</p></article>"
+    assert text_of(page(body)).startswith("\u0995\u09c1\u09b7\u09cd\u099f\u09bf\u09af\u09bc\u09be ")

@@ -36,7 +36,7 @@ _PROSE_LINKS = 0.3
 #: Above this share, a block at the edges is a link strip.
 _EDGE_LINKS = 0.5
 #: Above this share, a block even inside the article is a link strip.
-_INNER_LINKS = 0.8
+_INNER_LINKS = 0.6
 #: A block before the article this long that is mostly not links reads as
 #: text (a byline or a date line is shorter); after it, any such block.
 _LEAD_TEXT_CHARS = 60

@@ -172,10 +172,14 @@ def _read_metadata(tree: LexborHTMLParser, doc: ParsedDocument) -> None:
         metas.setdefault("datepublished", node.attributes.get("datetime") or "")
     for node in tree.css("time[datetime]"):
         metas.setdefault("time", node.attributes.get("datetime") or "")
-    for node in tree.css('script[type="application/ld+json"]'):
-        published = json_ld_date(node.text())
-        if published:
-            metas.setdefault("ld:datepublished", published)
+    # JSON-LD is parsed only when no <meta> says when the article appeared
+    # (the one key read before it): parsing it is the costly part.
+    if not iso_date(metas.get("article:published_time") or ""):
+        for node in tree.css('script[type="application/ld+json"]')[:20]:
+            published = json_ld_date(node.text())
+            if published:
+                metas.setdefault("ld:datepublished", published)
+                break
 
     root = tree.root
     if root is not None:
@@ -251,8 +255,16 @@ def _has_ancestor(node: LexborNode, tags: tuple[str, ...]) -> bool:
 
 def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool) -> None:
     """Remove what is never the article; with ``aggressive``, likely chrome too."""
+    # An <aside> or <nav> around the article the page declares is a layout
+    # box, not chrome: it stays (what else it holds is judged later).
+    declared = {
+        holder.mem_id
+        for node in tree.css("main, [role=main], [itemprop=articleBody]")[:20]
+        for holder in _ancestors(node)
+    }
     for node in tree.css(_DROP_SELECTOR):
-        node.decompose()
+        if node.mem_id not in declared:
+            node.decompose()
     # Line breaks become a marker character, so that text read in one call
     # (``node.text()``) still shows where the lines broke.
     for node in tree.css("br"):
@@ -535,6 +547,7 @@ class _Walker:
         self._link_chars = 0
         self._budget = max_nodes
         self._headings: list[tuple[int, str]] = []
+        self._path_cache: tuple[str, ...] | None = ()
         self._parts: list[str] = []
         self._quotes: list[tuple[int, tuple[str, ...]]] = []
 
@@ -547,7 +560,10 @@ class _Walker:
         return True
 
     def _path(self) -> tuple[str, ...]:
-        return tuple(text for _, text in self._headings)
+        # Made once per change of the headings, not once per block.
+        if self._path_cache is None:
+            self._path_cache = tuple(text for _, text in self._headings)
+        return self._path_cache
 
     def _emit(self, text: str, kind: str, link_chars: int = 0) -> None:
         if text:
@@ -574,15 +590,18 @@ class _Walker:
                 if node.mem_id == end:
                     break
                 continue
-            if not self._spend():
+            # The budget, counted inline: this loop runs for every node.
+            self._budget -= 1
+            if self._budget < 0:
+                self.limited = True
                 break
-            if node.is_text_node:
+            tag = node.tag or ""
+            if tag == "-text":
                 # Whitespace is collapsed once, when the paragraph is flushed.
                 self._parts.append(node.text_content or "")
                 continue
-            if not node.is_element_node:
+            if tag[0] == "-":  # a comment or the document
                 continue
-            tag = node.tag or ""
             if tag == "a" and "href" in node.attributes:
                 # A link's text in one call: its length is what tells a link
                 # list from prose (a card of blocks inside a link is a teaser).
@@ -648,8 +667,10 @@ class _Walker:
         self._flush()
         while self._headings and self._headings[-1][0] >= level:
             self._headings.pop()
+        self._path_cache = None
         self._emit(text, "heading")
         self._headings.append((level, text))
+        self._path_cache = None
 
     def _list(self, node: LexborNode) -> str:
         """A list as lines: ``- item`` / ``1. item``, nested lists indented."""

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from datetime import date
 from email.utils import parsedate_to_datetime
+from functools import lru_cache
 from itertools import accumulate
 
 __all__ = [
@@ -129,13 +131,17 @@ def join_lines(parts: list[str]) -> str:
     """Join text pieces; collapse spaces in each line, drop empty lines.
 
     ``BREAK`` ends a line; soft hyphens and zero-width spaces, which split
-    words for nobody but a search, go.
+    words for nobody but a search, go; the text is in Unicode's NFC form.
     """
     if not parts:
         return ""
     text = "".join(parts)
-    if _INVISIBLE.search(text):
-        text = _INVISIBLE.sub("", text)
+    if not text.isascii():
+        if _INVISIBLE.search(text):
+            text = _INVISIBLE.sub("", text)
+        # One spelling of each character (NFC), as a reader's search types it.
+        if not unicodedata.is_normalized("NFC", text):
+            text = unicodedata.normalize("NFC", text)
     if BREAK not in text:  # the common case: one line
         return " ".join(text.split())
     return "\n".join(filter(None, (" ".join(line.split()) for line in text.split(BREAK))))
@@ -245,10 +251,15 @@ def boilerplate_evidence(attributes: dict[str, str | None]) -> str | None:
     label = attributes.get("aria-label")
     if label and _BOILERPLATE_LABEL.search(label):
         return "role"
-    names = f"{attributes.get('class') or ''} {attributes.get('id') or ''}"
+    return _name_evidence(f"{attributes.get('class') or ''} {attributes.get('id') or ''}")
+
+
+# Pages repeat their class names (every item of a menu, every card): each
+# distinct one is read once.
+@lru_cache(maxsize=8192)
+def _name_evidence(names: str) -> str | None:
     lowered = names.lower()
-    # One regular expression in C for every word and part; this runs for
-    # every element with a class or an id.
+    # One regular expression in C for every word and part.
     if _NAME_HIT.search(lowered):
         return "comments" if _COMMENT_HIT.search(lowered) else "name"
     # camelCase: "adBox", "siteNav" (only for the unambiguous _CAMEL words).
