@@ -10,7 +10,7 @@ before the article's first paragraph of prose or after its last one.
 its text inside links, and keeps:
 
 - every heading and every block of prose between the first and the last
-  paragraph of prose, except blocks that are nearly all links (an inline
+  paragraph of prose, except blocks mostly made of links (an inline
   "read also" teaser, a list of related links);
 - before the first and after the last paragraph of prose, the blocks that
   read as text: headings (not a trailing one with nothing kept after it),
@@ -39,7 +39,7 @@ _EDGE_LINKS = 0.5
 _INNER_LINKS = 0.6
 #: A block before the article this long that is mostly not links reads as
 #: text (a byline or a date line is shorter); after it, any such block.
-_LEAD_TEXT_CHARS = 60
+_LEAD_TEXT_CHARS = 80
 _TAIL_TEXT_CHARS = 60
 #: Sentence-final punctuation in the scripts the project reads.
 _SENTENCE_END = re.compile(r"[.!?…。！？؟।][\"'”’»)\]）」』]*$")
