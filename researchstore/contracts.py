@@ -120,7 +120,7 @@ SEARCH_HIT: Schema = _object(
         "report_id": _REPORT_ID,
         "document_id": _ID,
         "title": _STRING,
-        "date": _DATE,
+        "date": _nullable(_DATE),
         "score": {"type": "number"},
         "text": _STRING,
         "snippet": {"type": "string", "description": "The text around the matches, in <b>."},
@@ -176,7 +176,7 @@ REPORT: Schema = _object(
     {
         "report_id": _REPORT_ID,
         "title": _STRING,
-        "date": _DATE,
+        "date": _nullable(_DATE),
         "tags": _TAGS,
         "key": _STRING,
         "is_directory": {"type": "boolean"},

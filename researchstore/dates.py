@@ -13,6 +13,12 @@ _ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 STAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
+#: A report's date when neither its pages nor its report.json give one. The
+#: column is NOT NULL in stores of every version, so "no date" is stored as
+#: the empty string; the tools answer null for it, except where seed 000's
+#: schema requires a string (``research_get_chunk``), which gets "" there.
+NO_DATE = ""
+
 
 def utc_now() -> str:
     """Now, as ``2026-11-30T09:00:00Z``."""

@@ -38,10 +38,13 @@ class SearchFilters:
             return False
         if self.kind is not None and row["kind"] != self.kind:
             return False
-        if self.date_from is not None and row["date"] < self.date_from:
-            return False
-        if self.date_to is not None and row["date"] > self.date_to:
-            return False
+        if self.date_from is not None or self.date_to is not None:
+            if not row["date"]:
+                return False  # a chunk without a date is in no date range
+            if self.date_from is not None and row["date"] < self.date_from:
+                return False
+            if self.date_to is not None and row["date"] > self.date_to:
+                return False
         for name, wanted in (self.tags or {}).items():
             value = row["tags"].get(name)
             if value is None:

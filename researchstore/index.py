@@ -235,9 +235,12 @@ def _build_schema() -> tantivy.Schema:
 SCHEMA = _build_schema()
 
 
-def date_number(date: str) -> int:
-    """``"2026-03-14"`` → ``20260314``: sortable, and a plain integer field."""
-    return int(date[:10].replace("-", ""))
+def date_number(date: str | None) -> int:
+    """``"2026-03-14"`` → ``20260314``: sortable, and a plain integer field.
+
+    No date is 0, below every date a range can ask for.
+    """
+    return int(date[:10].replace("-", "")) if date else 0
 
 
 META = "meta.json"
@@ -719,7 +722,8 @@ class SearchIndex:
             ]
             queries.append(tantivy.Query.boolean_query(alternatives))
         if filters.date_from is not None or filters.date_to is not None:
-            lower = date_number(filters.date_from) if filters.date_from else 0
+            # From 1, not 0: a chunk without a date is in no date range.
+            lower = date_number(filters.date_from) if filters.date_from else 1
             upper = date_number(filters.date_to) if filters.date_to else 99_991_231
             queries.append(
                 tantivy.Query.range_query(SCHEMA, "date", tantivy.FieldType.Integer, lower, upper)

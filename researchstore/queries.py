@@ -93,6 +93,7 @@ def get_chunk(conn: sqlite3.Connection, chunk_id: str) -> dict[str, Any] | None:
     return {
         "report_id": row["report_id"],
         "title": row["title"],
+        # Seed 000 requires a string here: a report without a date answers "".
         "date": row["date"],
         "score": 0.0,
         "text": row["text"],
@@ -349,7 +350,7 @@ def get_report(conn: sqlite3.Connection, report_id: int) -> dict[str, Any] | Non
     return {
         "report_id": row["report_id"],
         "title": row["title"],
-        "date": row["date"],
+        "date": row["date"] or None,
         "tags": json.loads(row["tags"]),
         "key": row["key"],
         "is_directory": bool(row["is_dir"]),
@@ -401,7 +402,7 @@ def _search_rows(
             "report_id": row["report_id"],
             "document_id": row["document_id"],
             "title": row["title"],
-            "date": row["date"],
+            "date": row["date"] or None,
             "text": row["text"],
             "tags": json.loads(row["tags"]),
             "position": row["position"],
@@ -454,7 +455,7 @@ def _candidate_rows(
             "_rowid": row[0],
             "chunk_id": row[1],
             "report_id": row[2],
-            "date": row[3],
+            "date": row[3] or None,
             "tags": json.loads(row[4]) if with_tags else None,
             "kind": row[5],
             "source": row[6],

@@ -147,6 +147,33 @@ def test_vtt_outcomes(data: bytes, status: str, reason: str) -> None:
     assert doc.segments == []
 
 
+def test_a_stray_nul_reads_as_a_replacement_character() -> None:
+    # WebVTT's parsing rules: "replace all U+0000 NULL characters by U+FFFD".
+    data = (
+        b"WEBVTT\n\n00:01.000 --> 00:02.000\nOtters\x00 at dusk.\n\n00:03.000 --> 00:04.000\nTwo.\n"
+    )
+    for parse in (parse_vtt, parse_srt):
+        doc = parse(data)
+        assert (doc.status, doc.reason) == ("ok", None)
+        assert doc.segments == [
+            Segment(1000, 2000, "Otters\ufffd at dusk."),
+            Segment(3000, 4000, "Two."),
+        ]
+    srt = b"1\n00:00:01,000 --> 00:00:02,000\nBad\x00ger sett.\n"
+    assert parse_srt(srt).segments == [Segment(1000, 2000, "Bad\ufffdger sett.")]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 8, id="png"),
+        pytest.param(b"WEBVTT\n\n" + b"\x00" * 64 + b"00:01.000 --> 00:02.000\nx\n", id="nul-run"),
+    ],
+)
+def test_a_binary_with_many_nuls_is_still_binary(data: bytes) -> None:
+    assert (parse_vtt(data).status, parse_vtt(data).reason) == ("invalid", "binary")
+
+
 def test_vtt_with_bom() -> None:
     data = codecs.BOM_UTF8 + "WEBVTT\n\n00:01.000 --> 00:02.000\nDormice – not mice.\n".encode()
     doc = parse_vtt(data)

@@ -27,6 +27,7 @@ from helpers import (
     CLI,
     FORMATS,
     OTHER_WORKSPACE,
+    SEED_FORMATS,
     WORKSPACE,
     load_schema,
     mcp_http_server,
@@ -285,13 +286,14 @@ def check_result(name: str, result: types.CallToolResult) -> dict[str, Any]:
     if result.isError:
         jsonschema.validate(structured, ERROR_ENVELOPE, format_checker=FORMATS)
         return structured
-    jsonschema.validate(structured, output_schema(name), format_checker=FORMATS)
+    formats = SEED_FORMATS if name == "research_get_chunk" else FORMATS
+    jsonschema.validate(structured, output_schema(name), format_checker=formats)
     seeds = {
         "research_get_chunk": SEED_GET_CHUNK,
         "research_evidence_retrieve": load_schema("evidence_retrieve.output.json"),
     }
     if name in seeds:
-        jsonschema.validate(structured, seeds[name], format_checker=FORMATS)
+        jsonschema.validate(structured, seeds[name], format_checker=formats)
     if name in BARE_RESULTS:
         assert "result" not in structured and "error" not in structured
         return {"result": structured}

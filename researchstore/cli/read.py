@@ -119,7 +119,7 @@ def search(
         if not hits:
             click.echo("no hits")
         for rank, hit in enumerate(hits, 1):
-            where = f"{hit['title']} ({hit['date']})"
+            where = f"{hit['title']} ({hit['date'] or 'no date'})"
             if hit["start_ms"] is not None:
                 where += f" at {hit['start_ms'] / 1000:.1f}s"
             click.echo(f"{rank}. {hit['score']:.2f}  {where}")

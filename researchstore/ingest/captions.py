@@ -153,7 +153,9 @@ def _parse_captions(data: bytes, kind: str) -> ParsedDocument:
     if early is not None:
         return early
     doc = ParsedDocument(kind=doc_kind)
-    lines, doc.encoding = decode_lines(data)
+    # WebVTT's parsing rules turn a NUL into U+FFFD (SubRip says nothing;
+    # the same is done for it).
+    lines, doc.encoding = decode_lines(data, nul_replaced=True)
     # Blank lines before the first cue of a SubRip file are tolerated; line
     # numbers still count them.
     opening = _opening(lines)

@@ -102,20 +102,24 @@ def _utf16_without_bom(sample: bytes) -> str | None:
     return None
 
 
-def looks_binary(data: bytes) -> bool:
+def looks_binary(data: bytes, *, stray_nul_is_text: bool = False) -> bool:
     """Tell whether ``data`` is binary rather than text, from its first 8 KiB.
 
     NUL bytes (outside UTF-16/32 text) or more than 10% control characters
-    mean binary. Empty input is not binary.
+    mean binary. Empty input is not binary. With ``stray_nul_is_text`` (for
+    WebVTT, whose parsing turns a NUL into U+FFFD), a few stray NULs (two,
+    or one byte in a thousand) do not: a real binary holds far more, and
+    control characters still count.
     """
     sample = data[:_SNIFF_BYTES]
     if not sample or _bom_encoding(sample) is not None:
         return False
     if _utf16_without_bom(sample) is not None:
         return False
-    if b"\x00" in sample:
+    nuls = sample.count(0)
+    if nuls and not (stray_nul_is_text and nuls <= max(2, len(sample) // 1000)):
         return True
-    controls = len(sample) - len(sample.translate(None, _CONTROL_BYTES))
+    controls = len(sample) - len(sample.translate(None, _CONTROL_BYTES)) - nuls
     return controls > 0.1 * len(sample)
 
 
@@ -157,12 +161,36 @@ def _try_decode(data: bytes, encoding: str, *, final: bool) -> str | None:
         return None
 
 
+#: UTF-8 with this many damaged sequences per well-formed multi-byte one, at
+#: most, is UTF-8 with a few stray bytes, not a legacy encoding.
+_STRAY_PER_CHARACTER = 0.02
+#: Well-formed multi-byte characters needed before a damaged one is forgiven.
+_MIN_WIDE = 5
+
+
+def _mostly_utf8(data: bytes, *, final: bool) -> str | None:
+    """``data`` as UTF-8 when only a few stray bytes spoil it, else None.
+
+    A page in a single-byte legacy encoding is almost never valid UTF-8 in
+    any of its accented letters, so many damaged sequences and few good
+    ones mean it is not; one bad byte in a long UTF-8 page must not turn
+    every letter of it into mojibake.
+    """
+    text = codecs.getincrementaldecoder("utf-8")("replace").decode(data, final=final)
+    stray = text.count("\ufffd")
+    wide = len(text) - len(text.encode("ascii", "ignore")) - stray
+    if wide >= _MIN_WIDE and stray <= 1 + _STRAY_PER_CHARACTER * wide:
+        return text
+    return None
+
+
 def decode_text(data: bytes, *, declared: str | None = None, final: bool = True) -> tuple[str, str]:
     """Decode ``data`` and return ``(text, encoding_name)``.
 
     Order: a BOM; strict UTF-8 (it wins over a declaration, as pages that
     declare gb2312 or latin-1 are often UTF-8); the ``declared`` encoding;
-    cp1252; latin-1, which never fails. Newlines are normalised to ``\\n``
+    UTF-8 spoilt by a few stray bytes (they become U+FFFD); cp1252;
+    latin-1, which never fails. Newlines are normalised to ``\\n``
     and a leading BOM character is removed. Pass ``final=False`` when
     ``data`` was cut at a size limit, so a multi-byte character cut in half
     at the end is dropped instead of failing the UTF-8 step.
@@ -177,7 +205,7 @@ def decode_text(data: bytes, *, declared: str | None = None, final: bool = True)
         text = decoder.decode(data[skip:], final=final)
     else:
         guessed = _utf16_without_bom(data[:_SNIFF_BYTES])
-        candidates: list[str | None] = [guessed, "utf-8", _canonical(declared), "cp1252"]
+        candidates: list[str | None] = [guessed, "utf-8", _canonical(declared)]
         for candidate in candidates:
             if candidate is None:
                 continue
@@ -185,6 +213,11 @@ def decode_text(data: bytes, *, declared: str | None = None, final: bool = True)
             if text is not None:
                 encoding = candidate
                 break
+        if text is None:
+            text = _mostly_utf8(data, final=final)
+        if text is None:
+            text = _try_decode(data, "cp1252", final=final)
+            encoding = "cp1252"
         if text is None:
             encoding = "latin-1"
             text = data.decode("latin-1")
@@ -195,10 +228,13 @@ def decode_text(data: bytes, *, declared: str | None = None, final: bool = True)
 
 
 def unreadable(data: bytes, kind: DocumentKind) -> ParsedDocument | None:
-    """The outcome for bytes no parser should read (empty or binary), else None."""
+    """The outcome for bytes no parser should read (empty or binary), else None.
+
+    A caption file with a stray NUL is text: its lines carry U+FFFD there.
+    """
     if not data.strip():
         return ParsedDocument(kind=kind, status="empty", reason="no_text")
-    if looks_binary(data):
+    if looks_binary(data, stray_nul_is_text=kind in ("vtt", "srt")):
         return ParsedDocument(kind=kind, status="invalid", reason="binary")
     return None
 
@@ -228,8 +264,18 @@ class DecodedLines:
     appears in it).
     """
 
-    def __init__(self, data: bytes, encoding: str, *, skip: int = 0, errors: str = "strict"):
+    def __init__(
+        self,
+        data: bytes,
+        encoding: str,
+        *,
+        skip: int = 0,
+        errors: str = "strict",
+        nul_replaced: bool = False,
+    ):
         self.data = data
+        #: Each NUL character becomes U+FFFD, as WebVTT's parsing rules say.
+        self.nul_replaced = nul_replaced
         self.encoding = encoding
         self.skip = skip
         self.errors = errors
@@ -251,6 +297,8 @@ class DecodedLines:
                 piece = piece[:-1]
             if "\r" in piece:
                 piece = _NEWLINES.sub("\n", piece)
+            if self.nul_replaced and "\x00" in piece:
+                piece = piece.replace("\x00", "\ufffd")
             if first and piece:
                 first = False
                 if piece.startswith("\ufeff"):
@@ -266,18 +314,20 @@ class DecodedLines:
         yield "".join(pending)
 
 
-def decode_lines(data: bytes) -> tuple[DecodedLines, str]:
+def decode_lines(data: bytes, *, nul_replaced: bool = False) -> tuple[DecodedLines, str]:
     """The lines of ``data`` and the encoding read, chosen as ``decode_text`` chooses.
 
     For files too large to hold as one string: each pass decodes a piece at
-    a time. No declared encoding is looked for.
+    a time. No declared encoding is looked for. With ``nul_replaced``, NUL
+    characters read as U+FFFD.
     """
     bom = _bom_encoding(data)
     if bom is not None:
         encoding, skip = bom
-        return DecodedLines(data, encoding, skip=skip, errors="replace"), encoding
+        lines = DecodedLines(data, encoding, skip=skip, errors="replace", nul_replaced=nul_replaced)
+        return lines, encoding
     guessed = _utf16_without_bom(data[:_SNIFF_BYTES])
     for candidate in (guessed, "utf-8", "cp1252"):
         if candidate is not None and _decodes(data, candidate):
-            return DecodedLines(data, candidate), candidate
-    return DecodedLines(data, "latin-1"), "latin-1"
+            return DecodedLines(data, candidate, nul_replaced=nul_replaced), candidate
+    return DecodedLines(data, "latin-1", nul_replaced=nul_replaced), "latin-1"

@@ -16,7 +16,7 @@ The only module that imports selectolax. The steps:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import islice
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
@@ -27,14 +27,30 @@ from researchstore.ingest.decode import (
     normalize_language,
     unreadable,
 )
+from researchstore.ingest.edges import is_prose, trim_edges
 from researchstore.ingest.html_rules import (
+    BREAK,
     DATE_KEYS,
+    boilerplate_evidence,
     choose_title,
-    is_boilerplate,
     is_hidden,
     iso_date,
+    join_lines,
     json_ld_date,
     limit_markup,
+    visible_date,
+)
+from researchstore.ingest.html_tags import (
+    CELLS,
+    DROP_TAGS,
+    HEADINGS,
+    INLINE,
+    LEAF_BLOCKS,
+    LISTS,
+    NEVER_BOILERPLATE,
+    PARAGRAPH_LIKE,
+    TITLE_KEYS,
+    VOID_SKIP,
 )
 from researchstore.ingest.model import Block, ParsedDocument
 
@@ -45,20 +61,8 @@ MAX_BYTES = 20_000_000
 #: An ancestor of the densest element wins when it holds this much more text.
 _GROW = 1.5
 
-_DROP_SELECTOR = ",".join(
-    (
-        "script", "style", "noscript", "template", "svg", "iframe", "frame", "nav", "footer",
-        "aside", "button", "input", "select", "textarea", "dialog", "object", "embed",
-        "canvas", "video", "audio", "map", "link", "meta",
-    )
-)  # fmt: skip
-# Elements whose class names are about code or typography, not page layout
-# (a syntax highlighter's <span class="comment"> must survive) are left out.
-_NEVER_BOILERPLATE = (
-    "html body main article span code a em strong b i var kbd samp abbr time small sup sub "
-    "mark label font cite q pre"
-).split()
-_ATTRIBUTE_SELECTOR = f":is([class],[id],[role],[aria-label]):not({','.join(_NEVER_BOILERPLATE)})"
+_DROP_SELECTOR = ",".join(DROP_TAGS)
+_ATTRIBUTE_SELECTOR = f":is([class],[id],[role],[aria-label]):not({','.join(NEVER_BOILERPLATE)})"
 _HIDDEN_SELECTOR = '[hidden],[aria-hidden="true" i],[style*="none" i],[style*="hidden" i]'
 
 #: How many elements with an id, class, role... are looked at for boilerplate.
@@ -67,29 +71,29 @@ _MAX_CANDIDATES = 20_000
 _CHECK_BUDGET_PAGES = 50
 #: How many headers and forms are looked at.
 _MAX_ELEMENT_CHECKS = 500
+#: A class-name hit is overruled when the element holds this much text, most
+#: of it in paragraphs of at least ``_PROSE_PARAGRAPH`` characters.
+_PROSE_MIN_CHARS = 500
+_PROSE_PARAGRAPH = 80
 #: Ancestor walks stop after this many steps (deep trees stay linear).
 _MAX_ANCESTORS = 256
 
-_INLINE = frozenset(
-    "a abbr acronym b bdi bdo big cite code data del dfn em font i ins kbd label mark nobr "
-    "q rb rp rt rtc ruby s samp small span strike strong sub sup time tt u var slot".split()
-)
-_VOID_SKIP = frozenset("img picture source track area wbr col colgroup param".split())
-_HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
-_LISTS = frozenset(("ul", "ol", "menu"))
-_CELLS = frozenset(("td", "th"))
-_LEAF_BLOCKS = frozenset(("p", "figcaption", "summary", "address", "legend"))
-# Elements whose own text counts as a paragraph when scoring containers.
-_PARAGRAPH_LIKE = frozenset(("p", "pre", "td", "div", "section", "article", "main", "blockquote"))
 
-#: Where a page declares its article's title, most trusted first.
-_TITLE_KEYS = (
-    "dc:title", "dcterm:title", "og:title", "weibo:article:title",
-    "weibo:webpage:title", "title", "twitter:title", "parsely-title",
-)  # fmt: skip
-#: Stands in for <br> in the tree (a private-use character, not whitespace).
-_BREAK = "\ue000"
+#: How many blocks at the top of the article are read for a byline's date.
+_BYLINE_BLOCKS = 6
+#: A declared container grows into ancestors adding at most this share of text.
+_WIDEN_SHARE = 1.3
+_WIDEN_STEPS = 4
+#: Where a page declares its article, most specific first.
+#: With the share of the densest element's text each must hold: microdata
+#: names the article's body itself, <article> and <main> often a wider box.
+_DECLARED_CONTAINERS = (
+    ("[itemprop=articleBody]", 0.2),
+    ("article", 0.5),
+    ("main, [role=main]", 0.5),
+)
 _COMMAS = re.compile(r"[,、，،]")
+_TRAILING_BRACKETS = re.compile(r"\s*\[[^\[\]]{1,60}\]$")
 
 
 def parse_html(
@@ -116,7 +120,8 @@ def parse_html(
     _read_metadata(tree, doc)
     walker = _Walker(max_nodes)
     _drop_boilerplate(tree, aggressive=True)
-    walker.walk(_main_container(tree, max_nodes))
+    container, article_end = _main_container(tree, max_nodes)
+    walker.walk(container, stop_after=article_end)
     if not walker.blocks and not walker.limited:
         # Cleaning can remove a whole page whose wrapper has an unlucky class
         # name; read it again with only the certain junk removed.
@@ -124,7 +129,10 @@ def parse_html(
         _drop_boilerplate(tree, aggressive=False)
         walker = _Walker(max_nodes)
         walker.walk(tree.body or tree.root)
-    doc.blocks = walker.blocks
+    doc.blocks = trim_edges(walker.blocks, walker.link_shares)
+    if doc.date is None:
+        # Read before trimming: the byline is among the lines trimmed.
+        _read_byline_date(doc, walker.blocks)
 
     if walker.limited:
         doc.skipped.append(f"stopped after {max_nodes} nodes")
@@ -146,6 +154,8 @@ def _collapse(text: str | None) -> str:
 
 def _read_metadata(tree: LexborHTMLParser, doc: ParsedDocument) -> None:
     metas: dict[str, str] = {}
+    # Where each date-bearing key was read; keys of <meta> tags are "meta".
+    date_sources = {"datepublished": "time", "time": "time", "ld:datepublished": "json-ld"}
     for meta in tree.css("meta[content]"):
         attributes = meta.attributes
         content = _collapse(attributes.get("content"))
@@ -154,15 +164,22 @@ def _read_metadata(tree: LexborHTMLParser, doc: ParsedDocument) -> None:
         for attribute in ("property", "name", "itemprop", "http-equiv"):
             # One tag may name several properties: property="dc:title og:title".
             for key in (attributes.get(attribute) or "").lower().split()[:8]:
-                metas.setdefault(key, content)
+                if key not in metas:
+                    metas[key] = content
+                    if key in date_sources:
+                        date_sources[key] = "meta"
     for node in tree.css("[itemprop=datePublished][datetime]"):
         metas.setdefault("datepublished", node.attributes.get("datetime") or "")
     for node in tree.css("time[datetime]"):
         metas.setdefault("time", node.attributes.get("datetime") or "")
-    for node in tree.css('script[type="application/ld+json"]'):
-        published = json_ld_date(node.text())
-        if published:
-            metas.setdefault("ld:datepublished", published)
+    # JSON-LD is parsed only when no <meta> says when the article appeared
+    # (the one key read before it): parsing it is the costly part.
+    if not iso_date(metas.get("article:published_time") or ""):
+        for node in tree.css('script[type="application/ld+json"]')[:20]:
+            published = json_ld_date(node.text())
+            if published:
+                metas.setdefault("ld:datepublished", published)
+                break
 
     root = tree.root
     if root is not None:
@@ -174,7 +191,7 @@ def _read_metadata(tree: LexborHTMLParser, doc: ParsedDocument) -> None:
     # <title>, without a site-name affix that the h1 gives away.
     title_node = tree.css_first("head title") or tree.css_first("title")
     title = _collapse(title_node.text()) if title_node is not None else ""
-    declared = next((metas[key] for key in _TITLE_KEYS if metas.get(key)), "")
+    declared = next((metas[key] for key in TITLE_KEYS if metas.get(key)), "")
     site_name = metas.get("og:site_name") or ""
     doc.title = declared or choose_title(title, "", _first_h1(tree), site_name) or None
     doc.description = (
@@ -185,8 +202,23 @@ def _read_metadata(tree: LexborHTMLParser, doc: ParsedDocument) -> None:
     )
     for key in DATE_KEYS:
         if key in metas and (parsed := iso_date(metas[key])):
-            doc.date = parsed
+            doc.date, doc.date_source = parsed, date_sources.get(key, "meta")
             break
+
+
+def _read_byline_date(doc: ParsedDocument, blocks: list[Block]) -> None:
+    """A date written in the lines above the article's first paragraph, if any.
+
+    Only the lead (the title, byline and date lines) is read: a date further
+    down is one the story mentions, or a related story's.
+    """
+    for block in blocks[:_BYLINE_BLOCKS]:
+        if is_prose(block, 0.0):
+            return
+        found = visible_date(block.text)
+        if found is not None:
+            doc.date, doc.date_source = found, "byline"
+            return
 
 
 def _first_h1(tree: LexborHTMLParser) -> str:
@@ -223,12 +255,20 @@ def _has_ancestor(node: LexborNode, tags: tuple[str, ...]) -> bool:
 
 def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool) -> None:
     """Remove what is never the article; with ``aggressive``, likely chrome too."""
+    # An <aside> or <nav> around the article the page declares is a layout
+    # box, not chrome: it stays (what else it holds is judged later).
+    declared = {
+        holder.mem_id
+        for node in tree.css("main, [role=main], [itemprop=articleBody]")[:20]
+        for holder in _ancestors(node)
+    }
     for node in tree.css(_DROP_SELECTOR):
-        node.decompose()
+        if node.mem_id not in declared:
+            node.decompose()
     # Line breaks become a marker character, so that text read in one call
     # (``node.text()``) still shows where the lines broke.
     for node in tree.css("br"):
-        node.replace_with(_BREAK)
+        node.replace_with(BREAK)
     if not aggressive:
         return
     body = tree.body or tree.root
@@ -248,7 +288,7 @@ def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool) -> None:
         for holder in (node, *_ancestors(node))
     }
 
-    def protected(node: LexborNode) -> bool:
+    def protected(node: LexborNode, *, evidence: str = "role") -> bool:
         # A wrapper around the article (a page-wide <form>, a layout div
         # with "sidebar" in its class) must not take the article with it.
         nonlocal budget
@@ -256,9 +296,19 @@ def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool) -> None:
             return True
         chars = len(node.text())
         budget -= chars
-        return chars * 2 >= body_chars
+        if chars * 2 >= body_chars:
+            return True
+        if evidence != "name" or chars < _PROSE_MIN_CHARS:
+            return False
+        # Only a word in a class name says it is chrome, while the element
+        # reads as running text (most of it in long paragraphs): a layout
+        # wrapper such as "entry share" or "elementor-widget", kept.
+        budget -= chars
+        return _prose_chars(node) * 2 >= chars
 
-    def remove_if_unprotected(node: LexborNode, *, hidden: bool = False) -> None:
+    def remove_if_unprotected(
+        node: LexborNode, *, hidden: bool = False, evidence: str = "role"
+    ) -> None:
         # Inside a subtree already removed: gone with it, nothing to check.
         if removed and any(parent.mem_id in removed for parent in islice(_ancestors(node), 32)):
             removed.add(node.mem_id)
@@ -268,7 +318,7 @@ def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool) -> None:
             # <main> or <article> is one that a script reveals: it stays).
             removed.add(node.mem_id)
             node.decompose()
-        elif not protected(node):
+        elif not protected(node, evidence=evidence):
             removed.add(node.mem_id)
             node.decompose()
 
@@ -282,56 +332,130 @@ def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool) -> None:
     for node in tree.css(_ATTRIBUTE_SELECTOR)[:_MAX_CANDIDATES]:
         if budget < 0:
             break
-        if is_boilerplate(node.attributes):
-            remove_if_unprotected(node)
+        evidence = boilerplate_evidence(node.attributes)
+        if evidence is not None:
+            remove_if_unprotected(node, evidence=evidence)
     for node in tree.css("header")[:_MAX_ELEMENT_CHECKS]:
+        # A page-wide <header> around the <main> is a layout wrapper.
         if not _has_ancestor(node, ("main", "article")):
-            node.decompose()
+            remove_if_unprotected(node, evidence="name")
     for node in tree.css("form")[:_MAX_ELEMENT_CHECKS]:
         remove_if_unprotected(node)
 
 
-def _main_container(tree: LexborHTMLParser, max_nodes: int) -> LexborNode | None:
-    """Pick the element holding the article's text."""
+def _prose_chars(node: LexborNode) -> int:
+    """Characters of ``node``'s text set in paragraphs long enough to be prose."""
+    total = 0
+    for paragraph in node.css("p")[:500]:
+        length = len(paragraph.text())
+        if length >= _PROSE_PARAGRAPH:
+            total += length
+    return total
+
+
+def _main_container(
+    tree: LexborHTMLParser, max_nodes: int
+) -> tuple[LexborNode | None, LexborNode | None]:
+    """Pick the element holding the article's text, and where the article ends.
+
+    The densest element by paragraph score is the structural candidate; an
+    element the page declares as its article (microdata ``articleBody``,
+    then ``<article>``, then ``<main>``) wins when it holds enough of that
+    much paragraph text outside links (a fifth for ``articleBody``, half for
+    the others), so a declared teaser, a link strip or a footer marked up as
+    an article never stands in for the story. A
+    declared container grows into the ancestor that adds its lead and title,
+    read up to the declared container's end (what follows it there is a
+    byline box, tags or related stories).
+    """
     body = tree.body or tree.root
     if body is None:
-        return None
-    total = len(body.text())
-    for selector in ("main, [role=main]", "article"):
-        candidates = [(len(node.text()), node) for node in tree.css(selector)[:20]]
-        if candidates:
-            chars, best = max(candidates, key=lambda pair: pair[0])
-            # A <main> with a teaser while the text sits elsewhere is not it.
-            if chars * 10 >= total * 3:
-                return best
-    return _densest(body, max_nodes) or body
+        return None, None
+    found = _densest(body, max_nodes)
+    if found is None:
+        # No paragraph anywhere: the largest declared container, else all.
+        for selector in ("main, [role=main]", "article"):
+            sized = [(len(node.text()), node) for node in tree.css(selector)[:20]]
+            if sized:
+                return max(sized, key=lambda pair: pair[0])[1], None
+        return body, None
+    top, content = found
+    best = content(top)
+    for selector, share in _DECLARED_CONTAINERS:
+        candidates = tree.css(selector)[:50]
+        if not candidates:
+            continue
+        chars, declared = max(
+            ((content(node), node) for node in candidates), key=lambda pair: pair[0]
+        )
+        if chars >= share * best and chars > 0:
+            wider = _widen(declared, chars, content)
+            return wider, (declared if wider is not declared else None)
+    return top, None
 
 
-def _densest(body: LexborNode, max_nodes: int) -> LexborNode | None:
+def _widen(node: LexborNode, chars: int, content: Callable[[LexborNode], int]) -> LexborNode:
+    """The node, or the ancestor that adds its lead and title and little else.
+
+    A declared article body often leaves out the standfirst above it; a
+    parent whose paragraph text is not much more than the node's holds
+    that and no second story.
+    """
+    for ancestor in islice(_ancestors(node), _WIDEN_STEPS):
+        if ancestor.tag in ("body", "html") or content(ancestor) > _WIDEN_SHARE * chars:
+            break
+        node = ancestor
+    return node
+
+
+def _densest(
+    body: LexborNode, max_nodes: int
+) -> tuple[LexborNode, Callable[[LexborNode], int]] | None:
     """The element whose paragraphs score highest (Readability's heuristic).
 
     A "paragraph" is the nearest non-inline element around a run of text, so
-    pages that set their text in bare ``<div>``s score like ``<p>``s.
+    pages that set their text in bare ``<div>``s score like ``<p>``s; text
+    inside links counts against its paragraph. Returns the element and a
+    function giving any element's paragraph text outside links.
     """
-    paragraphs: dict[int, tuple[LexborNode, list[str]]] = {}
+    paragraphs: dict[int, tuple[LexborNode, list[str], list[str]]] = {}
     for node in islice(body.traverse(include_text=True), max_nodes):
         if not node.is_text_node:
             continue
-        text = node.text_content or ""
-        if not text.strip():
+        text = node.text_content
+        if not text or text.isspace():
             continue
-        parent = next((p for p in _ancestors(node) if p.tag not in _INLINE), None)
-        if parent is None or parent.tag not in _PARAGRAPH_LIKE:
+        # The nearest non-inline ancestor, walked by hand: this loop runs
+        # for every piece of text on the page.
+        parent = node.parent
+        linked = False
+        steps = 0
+        while parent is not None and steps < _MAX_ANCESTORS:
+            tag = parent.tag
+            if tag == "a":
+                linked = True
+            elif tag not in INLINE:
+                break
+            parent = parent.parent
+            steps += 1
+        if parent is None or parent.tag not in PARAGRAPH_LIKE:
             continue
-        paragraphs.setdefault(parent.mem_id, (parent, []))[1].append(text)
+        entry = paragraphs.get(parent.mem_id)
+        if entry is None:
+            entry = paragraphs[parent.mem_id] = (parent, [], [])
+        (entry[2] if linked else entry[1]).append(text)
 
     scores: dict[int, tuple[float, LexborNode]] = {}
     direct: dict[int, tuple[LexborNode, int]] = {}  # paragraph text right under an element
-    for paragraph, pieces in paragraphs.values():
-        text = _collapse(" ".join(pieces))
-        if len(text) < 25:
+    own: dict[int, int] = {}  # a paragraph's own text outside links
+    for paragraph, plain, links in paragraphs.values():
+        text = _collapse(" ".join(plain))
+        link_chars = len(_collapse(" ".join(links)))
+        length = len(text) + link_chars
+        if length < 25:
             continue
-        score = 1 + len(_COMMAS.findall(text)) + min(len(text) // 100, 3)
+        score = (1 + len(_COMMAS.findall(text)) + min(length // 100, 3)) * len(text) / length
+        own[paragraph.mem_id] = len(text)
         parent = paragraph.parent
         if parent is None:
             continue
@@ -355,6 +479,10 @@ def _densest(body: LexborNode, max_nodes: int) -> LexborNode | None:
         steps += 64
         if steps > 1_000_000:
             break
+
+    def content(node: LexborNode) -> int:
+        return chars.get(node.mem_id, 0) + own.get(node.mem_id, 0)
+
     # Discount link lists (ads, "more stories") by their link density.
     ranked = sorted(scores.values(), key=lambda pair: pair[0], reverse=True)[:10]
     ranked = sorted(
@@ -389,14 +517,19 @@ def _densest(body: LexborNode, max_nodes: int) -> LexborNode | None:
         if ancestor.tag in ("body", "html") or sum(1 for _ in ancestor.iter()) != 1:
             break
         top = ancestor
-    return top
+    return top, content
+
+
+def _link_chars(node: LexborNode) -> int:
+    """Characters of ``node``'s text inside links."""
+    return sum(len(_collapse(link.text())) for link in node.css("a"))
 
 
 def _link_density(node: LexborNode) -> float:
-    total = len(_collapse(node.text()))
+    total = len(node.text())
     if not total:
         return 1.0
-    linked = sum(len(_collapse(link.text())) for link in node.css("a"))
+    linked = sum(len(link.text()) for link in node.css("a"))
     return min(linked / total, 1.0)
 
 
@@ -408,9 +541,13 @@ class _Walker:
 
     def __init__(self, max_nodes: int) -> None:
         self.blocks: list[Block] = []
+        #: Per block, the share of its text inside links (``edges.py`` reads it).
+        self.link_shares: list[float] = []
         self.limited = False
+        self._link_chars = 0
         self._budget = max_nodes
         self._headings: list[tuple[int, str]] = []
+        self._path_cache: tuple[str, ...] | None = ()
         self._parts: list[str] = []
         self._quotes: list[tuple[int, tuple[str, ...]]] = []
 
@@ -423,55 +560,73 @@ class _Walker:
         return True
 
     def _path(self) -> tuple[str, ...]:
-        return tuple(text for _, text in self._headings)
+        # Made once per change of the headings, not once per block.
+        if self._path_cache is None:
+            self._path_cache = tuple(text for _, text in self._headings)
+        return self._path_cache
 
-    def _emit(self, text: str, kind: str) -> None:
+    def _emit(self, text: str, kind: str, link_chars: int = 0) -> None:
         if text:
             self.blocks.append(Block(text, kind, self._path()))
+            self.link_shares.append(min(link_chars / len(text), 1.0))
 
     def _flush(self) -> None:
         if self._parts:
-            text = _join_lines(self._parts)
+            text = join_lines(self._parts)
             self._parts.clear()
-            self._emit(text, "paragraph")
+            self._emit(text, "paragraph", self._link_chars)
+        self._link_chars = 0
 
-    def walk(self, root: LexborNode | None) -> None:
+    def walk(self, root: LexborNode | None, *, stop_after: LexborNode | None = None) -> None:
+        """Walk ``root``'s subtree; with ``stop_after``, stop where that element ends."""
         if root is None:
             return
+        end = stop_after.mem_id if stop_after is not None else None
         stack: list[tuple[LexborNode, bool]] = [(root, False)]
         while stack and not self.limited:
             node, leaving = stack.pop()
             if leaving:
                 self._leave(node)
+                if node.mem_id == end:
+                    break
                 continue
-            if not self._spend():
+            # The budget, counted inline: this loop runs for every node.
+            self._budget -= 1
+            if self._budget < 0:
+                self.limited = True
                 break
-            if node.is_text_node:
+            tag = node.tag or ""
+            if tag == "-text":
                 # Whitespace is collapsed once, when the paragraph is flushed.
                 self._parts.append(node.text_content or "")
                 continue
-            if not node.is_element_node:
+            if tag[0] == "-":  # a comment or the document
                 continue
-            tag = node.tag or ""
-            if tag in _INLINE:
+            if tag == "a" and "href" in node.attributes:
+                # A link's text in one call: its length is what tells a link
+                # list from prose (a card of blocks inside a link is a teaser).
+                link_text = node.text()
+                self._parts.append(link_text)
+                self._link_chars += len(_collapse(link_text))
+            elif tag in INLINE:
                 _push_children(stack, node)
-            elif tag in _VOID_SKIP:
+            elif tag in VOID_SKIP:
                 continue
             elif tag == "br":
-                self._parts.append(_BREAK)
-            elif tag in _LEAF_BLOCKS:
+                self._parts.append(BREAK)
+            elif tag in LEAF_BLOCKS:
                 # Phrasing content only (the parser closes a <p> before any
                 # block), so one call in C reads it all.
                 self._flush()
-                self._emit(_leaf_text(node), "paragraph")
-            elif tag in _HEADINGS:
-                self._heading(node, _HEADINGS[tag])
-            elif tag in _LISTS or tag == "li":
+                self._emit(_leaf_text(node), "paragraph", _link_chars(node))
+            elif tag in HEADINGS:
+                self._heading(node, HEADINGS[tag])
+            elif tag in LISTS or tag == "li":
                 self._flush()
-                self._emit(self._list(node), "list")
+                self._emit(self._list(node), "list", _link_chars(node))
             elif tag == "dl":
                 self._flush()
-                self._emit(self._definitions(node), "list")
+                self._emit(self._definitions(node), "list", _link_chars(node))
             elif tag == "pre":
                 self._flush()
                 self._emit(_code_text(node), "code")
@@ -496,19 +651,26 @@ class _Walker:
     def _close_quote(self) -> None:
         start, path = self._quotes.pop()
         inner = self.blocks[start:]
-        del self.blocks[start:]
+        shares = self.link_shares[start:]
+        del self.blocks[start:], self.link_shares[start:]
         if inner:
-            self.blocks.append(Block("\n".join(block.text for block in inner), "quote", path))
+            text = "\n".join(block.text for block in inner)
+            pairs = zip(shares, inner, strict=True)
+            linked = sum(share * len(block.text) for share, block in pairs)
+            self.blocks.append(Block(text, "quote", path))
+            self.link_shares.append(min(linked / len(text), 1.0))
 
     def _heading(self, node: LexborNode, level: int) -> None:
-        text = _leaf_text(node).replace("\n", " ")
+        text = _without_heading_control(node, _leaf_text(node).replace("\n", " "))
         if not text:
             return
         self._flush()
         while self._headings and self._headings[-1][0] >= level:
             self._headings.pop()
+        self._path_cache = None
         self._emit(text, "heading")
         self._headings.append((level, text))
+        self._path_cache = None
 
     def _list(self, node: LexborNode) -> str:
         """A list as lines: ``- item`` / ``1. item``, nested lists indented."""
@@ -520,7 +682,7 @@ class _Walker:
 
         def flush() -> None:
             nonlocal marker
-            text = _join_lines(parts).replace("\n", " ")
+            text = join_lines(parts).replace("\n", " ")
             parts.clear()
             if text:
                 lines.append(indent + (marker or "  ") + text if marker or lists else text)
@@ -532,7 +694,7 @@ class _Walker:
             tag = current.tag or ""
             if leaving:
                 flush()
-                if tag in _LISTS and lists:
+                if tag in LISTS and lists:
                     lists.pop()
                 elif tag == "li":
                     marker = None
@@ -542,12 +704,12 @@ class _Walker:
             if current.is_text_node:
                 parts.append(current.text_content or "")
                 continue
-            if not current.is_element_node or tag in _VOID_SKIP:
+            if not current.is_element_node or tag in VOID_SKIP:
                 continue
-            if tag in _INLINE:
+            if tag in INLINE:
                 _push_children(stack, current)
                 continue
-            elif tag in _LISTS:
+            elif tag in LISTS:
                 flush()
                 lists.append([int(tag == "ol"), _list_start(current)])
             elif tag == "li":
@@ -587,11 +749,27 @@ class _Walker:
             if not self._spend():
                 break
             cells = [
-                _leaf_text(cell).replace("\n", " ") for cell in row.iter() if cell.tag in _CELLS
+                _leaf_text(cell).replace("\n", " ") for cell in row.iter() if cell.tag in CELLS
             ]
             if any(cells):
                 rows.append(" | ".join(cells))
         self._emit("\n".join(rows), "table")
+
+
+def _without_heading_control(node: LexborNode, text: str) -> str:
+    """A heading's text without a bracketed link at its end ("Ziele [bearbeiten]").
+
+    A link in brackets after a heading's words is a control (edit this
+    section, copy its address), in any language; the words stay.
+    """
+    control = _TRAILING_BRACKETS.search(text)
+    if control is None or control.start() == 0:
+        return text
+    for link in node.css("a"):
+        link_text = _collapse(link.text())
+        if link_text and link_text in control.group():
+            return text[: control.start()]
+    return text
 
 
 def _push_children(stack: list[tuple[LexborNode, bool]], node: LexborNode) -> None:
@@ -617,24 +795,14 @@ def _list_start(node: LexborNode) -> int:
         return 1
 
 
-def _join_lines(parts: list[str]) -> str:
-    """Join text pieces; collapse spaces in each line, drop empty lines."""
-    if not parts:
-        return ""
-    text = "".join(parts)
-    if _BREAK not in text:  # the common case: one line
-        return " ".join(text.split())
-    return "\n".join(filter(None, (" ".join(line.split()) for line in text.split(_BREAK))))
-
-
 def _leaf_text(node: LexborNode) -> str:
     """All text under ``node`` as collapsed lines (``<br>`` breaks lines)."""
-    return _join_lines([node.text(deep=True)])
+    return join_lines([node.text(deep=True)])
 
 
 def _code_text(node: LexborNode) -> str:
     """A ``pre`` block's text with its whitespace, minus blank edge lines."""
-    lines = (node.text(deep=True) or "").replace(_BREAK, "\n").split("\n")
+    lines = (node.text(deep=True) or "").replace(BREAK, "\n").split("\n")
     while lines and not lines[0].strip():
         lines.pop(0)
     return "\n".join(line.rstrip() for line in lines).rstrip()
@@ -650,7 +818,7 @@ def _is_data_table(node: LexborNode) -> bool:
         return False  # stops at the first nested table: linear even when deep
     widest = 0
     for row in node.css("tr")[:50]:
-        cells = [cell for cell in row.iter() if cell.tag in _CELLS]
+        cells = [cell for cell in row.iter() if cell.tag in CELLS]
         widest = max(widest, len(cells))
         if any(len(cell.text()) > 1000 for cell in cells):
             return False

@@ -53,6 +53,11 @@ class ParsedDocument:
     language: str | None = None
     #: ISO date (YYYY-MM-DD) the page declares, if any.
     date: str | None = None
+    #: Where ``date`` came from: ``meta`` (a <meta> tag or front matter),
+    #: ``time`` (a <time datetime>), ``json-ld``, ``byline`` (a date written
+    #: above the article), or ``report`` (the report.json around the file,
+    #: ``parse`` only); None with no date. Never the day it was read.
+    date_source: str | None = None
     #: The encoding the bytes were decoded with (``utf-8``, ``cp1252``, ...).
     encoding: str | None = None
     blocks: list[Block] = field(default_factory=list)

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +45,9 @@ class PreparedReport:
     existing_id: int | None
     wanted_id: int | None
     title: str
-    date: str
+    #: report.json's date, else the first page's own; None when neither has
+    #: one (never the day of the ingest, nor a file's time).
+    date: str | None
     tags: dict[str, Any]
     signature: str
     content_hash: str
@@ -121,21 +121,17 @@ def prepare_report(
     meta, meta_bytes = read_report_meta(root, report)
     digest = hashlib.sha256(meta_bytes)
     documents = []
-    newest_mtime = 0.0
     inside = None if report.follow_external_links else str(root)
     for path in report.files:
         documents.append(prepare_document(root, path, chunk_tokens, inside=inside))
         digest.update(path.encode() + b"\0" + documents[-1].content_hash.encode())
-        try:
-            newest_mtime = max(newest_mtime, (root / path).stat().st_mtime)
-        except OSError:
-            pass
     first = documents[0].parsed if documents else None
     fallback_title = Path(report.key).stem if not report.is_dir else Path(report.key).name
     title = meta.get("title") or (first.title if first and first.title else None) or fallback_title
-    report_date = meta.get("date") or (first.date if first and first.date else None)
-    if not report_date or not is_iso_date(report_date):
-        report_date = datetime.fromtimestamp(newest_mtime or time.time(), UTC).date().isoformat()
+    page_dates = (document.parsed.date for document in documents)
+    report_date = meta.get("date") or next((found for found in page_dates if found), None)
+    if report_date is not None and not is_iso_date(report_date):
+        report_date = None
     return PreparedReport(
         source=report,
         existing_id=existing_id,

@@ -89,6 +89,7 @@ def _read_front_matter(lines: list[str], doc: ParsedDocument) -> list[str]:
             doc.language = normalize_language(value)
         elif key == "date":
             doc.date = _iso_date(value)
+            doc.date_source = "meta" if doc.date else None
     return lines[end + 1 :]
 
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from researchstore.dates import utc_now
+from researchstore.dates import NO_DATE, utc_now
 from researchstore.db import last_pending_seq, queue_pending, read_meta, write_meta
 from researchstore.derived import IndexedChunk, index_title
 from researchstore.errors import InvalidInput
@@ -167,7 +167,7 @@ class ReportWriter:
             self.version_rowid,
             int(source.is_dir),
             prepared.title,
-            prepared.date,
+            prepared.date or NO_DATE,
             tags_json,
             prepared.signature,
             prepared.content_hash,
@@ -282,7 +282,7 @@ class ReportWriter:
                 title=title,
                 text=draft.text,
                 tags=prepared.tags,
-                date=prepared.date,
+                date=prepared.date or NO_DATE,
                 source=self.source_name,
                 kind=parsed.kind,
                 language=language,

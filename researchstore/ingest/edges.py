@@ -1,0 +1,112 @@
+"""Boilerplate at the edges of the chosen content, told by structure, not words.
+
+The main container of a page (``html.py``) often still holds chrome around
+the article: a byline and date line, categories, "share" and "related" strips,
+a newsletter box, tags. Those blocks look alike in every language: they are
+short and carry no sentence, or most of their text is links, and they sit
+before the article's first paragraph of prose or after its last one.
+
+:func:`trim_edges` reads the blocks in reading order, each with the share of
+its text inside links, and keeps:
+
+- every heading and every block of prose between the first and the last
+  paragraph of prose, except blocks mostly made of links (an inline
+  "read also" teaser, a list of related links);
+- before the first and after the last paragraph of prose, the blocks that
+  read as text: headings (not a trailing one with nothing kept after it),
+  and blocks mostly not links that are long or end a sentence.
+
+A page with no paragraph of prose at all (a listing, a form, a table) is
+left as it is: there is no article to trim around.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from researchstore.ingest.model import Block
+
+__all__ = ["PROSE_CHARS", "is_prose", "trim_edges"]
+
+#: A paragraph of prose is at least this long, with few links.
+PROSE_CHARS = 100
+#: Above this share of link text, a block of prose is not prose.
+_PROSE_LINKS = 0.3
+#: Above this share, a block at the edges is a link strip.
+_EDGE_LINKS = 0.5
+#: Above this share, a block even inside the article is a link strip.
+_INNER_LINKS = 0.6
+#: A block before the article this long that is mostly not links reads as
+#: text (a byline or a date line is shorter); after it, any such block.
+_LEAD_TEXT_CHARS = 80
+_TAIL_TEXT_CHARS = 60
+#: Sentence-final punctuation in the scripts the project reads.
+_SENTENCE_END = re.compile(r"[.!?…。！？؟।][\"'”’»)\]）」』]*$")
+_TEXT_KINDS = frozenset(("paragraph", "quote"))
+
+
+def is_prose(block: Block, link_share: float) -> bool:
+    """A paragraph of running text: long, and mostly not links."""
+    return (
+        block.kind in _TEXT_KINDS and len(block.text) >= PROSE_CHARS and link_share < _PROSE_LINKS
+    )
+
+
+def _reads_as_text(block: Block, link_share: float, min_chars: int) -> bool:
+    """Whether a block at the edges of the article is text rather than chrome."""
+    if block.kind == "heading":
+        return True
+    if link_share >= _EDGE_LINKS:
+        return False
+    if block.kind not in _TEXT_KINDS:
+        return True  # a table, code or a list of mostly plain items
+    text = block.text
+    return len(text) >= min_chars or _SENTENCE_END.search(text) is not None
+
+
+def trim_edges(blocks: Sequence[Block], link_shares: Sequence[float]) -> list[Block]:
+    """The blocks without the chrome at the edges of the article (see the module)."""
+    prose = [
+        position
+        for position, (block, share) in enumerate(zip(blocks, link_shares, strict=True))
+        if is_prose(block, share)
+    ]
+    if not prose:
+        return list(blocks)
+    first, last = prose[0], prose[-1]
+    kept: list[Block] = []
+    for position, (block, share) in enumerate(zip(blocks, link_shares, strict=True)):
+        if first <= position <= last:
+            keep = block.kind == "heading" or share < _INNER_LINKS
+        elif position < first:
+            keep = _reads_as_text(block, share, _LEAD_TEXT_CHARS)
+        else:
+            # The line right after the article (a signature, a source) is
+            # its end; what follows is judged as a strip.
+            close = position == last + 1 and share < _EDGE_LINKS
+            keep = close or _reads_as_text(block, share, _TAIL_TEXT_CHARS)
+        if keep:
+            kept.append(block)
+    return _without_empty_sections(kept)
+
+
+def _without_empty_sections(blocks: list[Block]) -> list[Block]:
+    """Drop headings whose section holds nothing but headings (its strip is gone)."""
+    kept: list[Block] = []
+    for block in reversed(blocks):
+        if block.kind == "heading":
+            depth = len(block.heading_path)
+            # The section goes on until a heading at this depth or above.
+            has_content = False
+            for later in reversed(kept):
+                if later.kind == "heading" and len(later.heading_path) <= depth:
+                    break
+                if later.kind != "heading":
+                    has_content = True
+                    break
+            if not has_content:
+                continue
+        kept.append(block)
+    kept.reverse()
+    return kept

@@ -1,0 +1,232 @@
+"""Main-content selection and edge trimming decided by structure, in any language.
+
+Each page here is small and written for the rule it checks: the wrong region
+must lose on link density, paragraph text or position, never because of an
+English word in it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from researchstore.ingest.decode import decode_text
+from researchstore.ingest.edges import trim_edges
+from researchstore.ingest.html import parse_html
+from researchstore.ingest.html_rules import visible_date
+from researchstore.ingest.model import Block
+
+#: Norwegian prose, long enough to be a paragraph of an article.
+NORSK = (
+    "Forskerne talte humler langs elvebredden hver morgen i tre uker, og de fant "
+    "flere arter enn noen gang tidligere registrert i kommunen. "
+)
+DEUTSCH = (
+    "Die Forscherinnen zählten an jedem Morgen die Hummeln am Ufer, und sie fanden "
+    "mehr Arten als je zuvor in der Gemeinde gezählt wurden. "
+)
+
+
+def page(body: str, head: str = "") -> bytes:
+    return f"<!DOCTYPE html><html><head>{head}</head><body>{body}</body></html>".encode()
+
+
+def text_of(data: bytes) -> str:
+    return "\n".join(block.text for block in parse_html(data).blocks)
+
+
+def links(words: list[str]) -> str:
+    return "".join(f'<li><a href="/{word}">{word} {word}</a></li>' for word in words)
+
+
+STRIP = ["Valgresultat", "Strømpris", "Fotballkamp", "Værmelding", "Kommunestyret", "Sykehuset"]
+
+
+def test_a_related_links_strip_after_the_article_goes_by_its_links_not_its_words() -> None:
+    body = (
+        f"<div><h1>Humler ved elva</h1><p>{NORSK * 3}</p><p>{NORSK * 2}</p>"
+        f"<h3>Les også</h3><ul>{links(STRIP)}</ul></div>"
+    )
+    text = text_of(page(body))
+    assert "flere arter" in text
+    assert "Strømpris" not in text and "Valgresultat" not in text
+    # The heading of the strip goes with it: its section is left empty.
+    assert "Les også" not in text
+
+
+def test_a_link_list_inside_the_article_text_goes_but_a_plain_list_stays() -> None:
+    body = (
+        f"<article><p>{DEUTSCH * 3}</p><ul>{links(STRIP)}</ul>"
+        "<ul><li>Erdhummel</li><li>Steinhummel</li><li>Ackerhummel</li></ul>"
+        f"<p>{DEUTSCH * 2}</p></article>"
+    )
+    text = text_of(page(body))
+    assert "Steinhummel" in text
+    assert "Fotballkamp" not in text
+
+
+def test_a_byline_and_date_line_above_the_article_goes_and_gives_the_date() -> None:
+    body = (
+        "<div><h1>Hummeln am Ufer</h1><p>Von Anna Berg | 19.03.2019 11:45</p>"
+        f"<p>{DEUTSCH * 3}</p><p>{DEUTSCH * 2}</p></div>"
+    )
+    doc = parse_html(page(body))
+    text = "\n".join(block.text for block in doc.blocks)
+    assert "Hummeln am Ufer" in text and "mehr Arten" in text
+    assert "Anna Berg" not in text
+    assert (doc.date, doc.date_source) == ("2019-03-19", "byline")
+
+
+def test_a_closing_line_of_the_article_stays() -> None:
+    body = f"<div><p>{NORSK * 3}</p><p>{NORSK * 2}</p><p>Hilsen Kari</p></div>"
+    assert text_of(page(body)).endswith("Hilsen Kari")
+
+
+def test_a_wrapper_whose_class_reads_like_chrome_keeps_the_article_it_holds() -> None:
+    # "share" and "widget" in a layout wrapper's classes: the prose decides.
+    body = (
+        '<nav><a href="/">Start</a></nav>'
+        f'<div class="entry share"><div class="elementor-widget-container">'
+        f"<p>{DEUTSCH * 3}</p><p>{DEUTSCH * 3}</p></div></div>"
+        '<div class="share"><a href="/f">Teilen</a></div>'
+    )
+    text = text_of(page(body))
+    assert "mehr Arten" in text
+    assert "Teilen" not in text
+
+
+def test_a_declared_teaser_does_not_stand_in_for_the_story() -> None:
+    # The only <article> is a teaser card of links; the story is a plain div.
+    teaser = f'<article><a href="/x">{"Kort nytt om været i morgen. " * 2}</a></article>'
+    body = f'{teaser}<div id="x"><p>{NORSK * 4}</p><p>{NORSK * 3}</p></div>'
+    text = text_of(page(body))
+    assert "flere arter" in text
+    assert "været i morgen" not in text
+
+
+def test_the_article_body_the_page_declares_wins_over_longer_comments() -> None:
+    comments = "".join(
+        f"<div><p>{DEUTSCH * 2}Leser {n} meint das auch.</p></div>" for n in range(8)
+    )
+    body = (
+        f'<div><div itemprop="articleBody"><p>{NORSK * 3}</p><p>{NORSK * 2}</p></div>'
+        f'<div id="leserbriefe">{comments}</div></div>'
+    )
+    text = text_of(page(body))
+    assert "flere arter" in text
+    assert "meint das auch" not in text
+
+
+def test_a_declared_article_body_keeps_its_lead_paragraph() -> None:
+    lead = "Ein kurzer Vorspann fasst die Geschichte zusammen, bevor der Text beginnt."
+    body = (
+        f'<div class="story"><h1>Hummeln</h1><p class="lead">{lead}</p>'
+        f'<div itemprop="articleBody"><p>{DEUTSCH * 4}</p><p>{DEUTSCH * 3}</p></div>'
+        f'<ul class="tags">{links(STRIP)}</ul></div>'
+    )
+    text = text_of(page(body))
+    assert lead in text and "mehr Arten" in text
+    assert "Strømpris" not in text
+
+
+def test_a_page_wide_header_around_the_main_content_is_not_removed() -> None:
+    body = f"<header><div><main><p>{NORSK * 3}</p><p>{NORSK * 2}</p></main></div></header>"
+    assert "flere arter" in text_of(page(body))
+
+
+def test_a_heading_control_in_brackets_goes_but_the_words_stay() -> None:
+    body = (
+        '<article><h2>Ziele<span>[<a href="/edit">bearbeiten</a>]</span></h2>'
+        f"<p>{DEUTSCH * 3}</p><h2>Anmerkung [1]</h2><p>{DEUTSCH * 2}</p></article>"
+    )
+    headings = [b.text for b in parse_html(page(body)).blocks if b.kind == "heading"]
+    assert headings == ["Ziele", "Anmerkung [1]"]
+
+
+def test_mathml_reads_inline_and_ruby_readings_go() -> None:
+    formula = "<math><mi>x</mi><mo>=</mo><mn>2</mn><annotation>x=2</annotation></math>"
+    body = (
+        f"<article><p>When {formula} holds, the sum is even. {NORSK}</p>"
+        f"<p><ruby>漢<rt>かん</rt>字<rt>じ</rt></ruby>を読む。{NORSK * 2}</p></article>"
+    )
+    blocks = parse_html(page(body)).blocks
+    assert blocks[0].text.startswith("When x=2 holds, the sum is even.")  # once, not twice
+    assert blocks[1].text.startswith("漢字を読む。")
+
+
+def test_soft_hyphens_and_zero_width_spaces_do_not_split_words() -> None:
+    body = (
+        f"<article><p>Mit\u00adtel\u00adal\u00adter und Zeit\u200bung. {DEUTSCH * 2}</p></article>"
+    )
+    assert text_of(page(body)).startswith("Mittelalter und Zeitung.")
+
+
+def test_a_utf8_page_with_one_stray_byte_stays_utf8() -> None:
+    data = ("<p>Sprzeciw wobec ataków na Fundację " * 20 + "</p>").encode() + b"\xc3(" + b"."
+    text, encoding = decode_text(data)
+    assert encoding == "utf-8"
+    assert "ataków" in text and "\ufffd" in text
+    legacy = "Grüße aus Köln, schöne Tage. ".encode("cp1252") * 20
+    assert decode_text(legacy) == ("Grüße aus Köln, schöne Tage. " * 20, "cp1252")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param("19.03.2019 11:45 | von Inga Buller", "2019-03-19", id="dotted"),
+        pytest.param("Publisert 2024-11-05 kl. 08.00", "2024-11-05", id="iso"),
+        pytest.param("1. 2. 2021", "2021-02-01", id="spaced"),
+        pytest.param("03/04/2019", None, id="slashes-are-ambiguous"),
+        pytest.param("31.02.2020", None, id="not-a-day"),
+        pytest.param("Version 1.2.3456", None, id="not-a-year"),
+    ],
+)
+def test_visible_date(text: str, expected: str | None) -> None:
+    assert visible_date(text) == expected
+
+
+def test_trim_edges_keeps_a_page_without_prose_as_it_is() -> None:
+    blocks = [Block("Pris", "paragraph"), Block("- A\n- B", "list")]
+    assert trim_edges(blocks, [1.0, 1.0]) == blocks
+
+
+def test_trim_edges_keeps_the_article_between_its_first_and_last_paragraph() -> None:
+    prose = Block(NORSK * 2, "paragraph")
+    blocks = [
+        Block("Meny Nyheter Sport", "paragraph"),
+        Block("Humler", "heading"),
+        prose,
+        Block("Kort.", "paragraph"),
+        prose,
+        Block("Hilsen Kari", "paragraph"),
+        Block("Kilde NTB", "paragraph"),
+    ]
+    # Links before the article go; a short line inside it stays; right after
+    # it, its closing line stays, and a short line past that goes.
+    kept = trim_edges(blocks, [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    assert [block.text for block in kept] == [
+        "Humler",
+        prose.text,
+        "Kort.",
+        prose.text,
+        "Hilsen Kari",
+    ]
+    # A closing line that is a link is a strip's first item, not the end.
+    kept = trim_edges(blocks, [1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0])
+    assert [block.text for block in kept] == ["Humler", prose.text, "Kort.", prose.text]
+
+
+def test_an_aside_around_the_declared_article_body_is_not_dropped() -> None:
+    body = (
+        f'<nav><ul>{links(STRIP)}</ul></nav><aside class="layout"><article>'
+        f'<div itemprop="articleBody"><p>{DEUTSCH * 3}</p><p>{DEUTSCH * 2}</p></div>'
+        "</article></aside><aside><p>Werbung</p></aside>"
+    )
+    text = text_of(page(body))
+    assert "mehr Arten" in text
+    assert "Werbung" not in text and "Strømpris" not in text
+
+
+def test_text_is_in_nfc_form() -> None:
+    # U+09DF (য়) has no NFC form of its own: it is U+09AF U+09BC.
+    body = f"<article><p>\u0995\u09c1\u09b7\u09cd\u099f\u09bf\u09df\u09be {NORSK * 2}</p></article>"
+    assert text_of(page(body)).startswith("\u0995\u09c1\u09b7\u09cd\u099f\u09bf\u09af\u09bc\u09be ")
