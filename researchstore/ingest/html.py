@@ -15,7 +15,6 @@ The only module that imports selectolax. The steps:
 
 from __future__ import annotations
 
-import heapq
 import re
 from collections.abc import Callable, Iterator
 from itertools import islice
@@ -93,8 +92,6 @@ _DECLARED_CONTAINERS = (
     ("article", 0.5),
     ("main, [role=main]", 0.5),
 )
-#: Readability's shares of a paragraph's score for its five nearest ancestors.
-_SCORE_DIVIDERS = (1, 2, 6, 9, 12)
 _COMMAS = re.compile(r"[,、，،]")
 _TRAILING_BRACKETS = re.compile(r"\s*\[[^\[\]]{1,60}\]$")
 
@@ -451,9 +448,6 @@ def _densest(
     scores: dict[int, tuple[float, LexborNode]] = {}
     direct: dict[int, tuple[LexborNode, int]] = {}  # paragraph text right under an element
     own: dict[int, int] = {}  # a paragraph's own text outside links
-    # Sibling paragraphs share their five ancestors: each chain is read once
-    # (a node's ``parent`` costs a wrapper object per call).
-    score_lineages: dict[int, list[tuple[int, LexborNode]]] = {}
     for paragraph, plain, links in paragraphs.values():
         text = _collapse(" ".join(plain))
         link_chars = len(_collapse(" ".join(links)))
@@ -465,14 +459,13 @@ def _densest(
         parent = paragraph.parent
         if parent is None:
             continue
-        parent_id = parent.mem_id
-        direct[parent_id] = (parent, direct.get(parent_id, (parent, 0))[1] + len(text))
-        lineage = score_lineages.get(parent_id)
-        if lineage is None:
-            lineage = score_lineages[parent_id] = _score_lineage(parent)
-        for (ancestor_id, ancestor), divider in zip(lineage, _SCORE_DIVIDERS, strict=False):
-            previous = scores.get(ancestor_id, (0.0, ancestor))[0]
-            scores[ancestor_id] = (previous + score / divider, ancestor)
+        direct[parent.mem_id] = (parent, direct.get(parent.mem_id, (parent, 0))[1] + len(text))
+        for divider in (1, 2, 6, 9, 12):  # Readability's shares for five ancestors
+            if parent is None or parent.tag in ("html", "-document"):
+                break
+            previous = scores.get(parent.mem_id, (0.0, parent))[0]
+            scores[parent.mem_id] = (previous + score / divider, parent)
+            parent = parent.parent
     if not scores:
         return None
     # Paragraph text under each element, summed upwards per parent (not per
@@ -491,7 +484,7 @@ def _densest(
         return chars.get(node.mem_id, 0) + own.get(node.mem_id, 0)
 
     # Discount link lists (ads, "more stories") by their link density.
-    ranked = heapq.nlargest(10, scores.values(), key=lambda pair: pair[0])
+    ranked = sorted(scores.values(), key=lambda pair: pair[0], reverse=True)[:10]
     ranked = sorted(
         ((score * (1 - _link_density(node)), node) for score, node in ranked),
         key=lambda pair: pair[0],
@@ -525,18 +518,6 @@ def _densest(
             break
         top = ancestor
     return top, content
-
-
-def _score_lineage(parent: LexborNode) -> list[tuple[int, LexborNode]]:
-    """A paragraph's parent and its ancestors that share its score, with their ids."""
-    lineage: list[tuple[int, LexborNode]] = []
-    current: LexborNode | None = parent
-    while current is not None and len(lineage) < len(_SCORE_DIVIDERS):
-        if current.tag in ("html", "-document"):
-            break
-        lineage.append((current.mem_id, current))
-        current = current.parent
-    return lineage
 
 
 def _link_chars(node: LexborNode) -> int:
@@ -792,11 +773,8 @@ def _without_heading_control(node: LexborNode, text: str) -> str:
 
 
 def _push_children(stack: list[tuple[LexborNode, bool]], node: LexborNode) -> None:
-    # One list made in place and reversed: a generator over reversed() cost
-    # a third more, for every element walked.
-    children = [(child, False) for child in node.iter(include_text=True)]
-    children.reverse()
-    stack.extend(children)
+    children = list(node.iter(include_text=True))
+    stack.extend((child, False) for child in reversed(children))
 
 
 def _flatten_div_children(node: LexborNode) -> list[LexborNode]:

@@ -98,11 +98,13 @@ _BOILERPLATE_PARTS = (
     "adsbygoogle sharethis socialshare social-share sharebuttons share-buttons skiplink "
     "skip-link"
 ).split()
-# A word is bounded by anything but a letter ("nav-main", "ad_box", "top3ad"):
-# a whole run of letters, looked up in a set (one pass in C, where a regular
-# expression of every word tried each at every position).
-_WORDS = frozenset(_BOILERPLATE_WORDS)
-_LETTER_RUN = re.compile(r"[a-z]+")
+# A word is bounded by anything but a letter ("nav-main", "ad_box", "top3ad").
+_NAME_HIT = re.compile(
+    r"(?<![a-z])(?:"
+    + "|".join(sorted(map(re.escape, _BOILERPLATE_WORDS), key=len, reverse=True))
+    + r")(?![a-z])|"
+    + "|".join(map(re.escape, _BOILERPLATE_PARTS))
+)
 _COMMENT_HIT = re.compile(r"(?<![a-z])(?:comments?|disqus)(?![a-z])")
 _CAMEL = frozenset(_CAMEL_WORDS)
 _CAMEL_SPLIT = re.compile(r"[^A-Za-z]+|(?<=[a-z])(?=[A-Z])")
@@ -257,9 +259,8 @@ def boilerplate_evidence(attributes: dict[str, str | None]) -> str | None:
 @lru_cache(maxsize=8192)
 def _name_evidence(names: str) -> str | None:
     lowered = names.lower()
-    if any(part in lowered for part in _BOILERPLATE_PARTS) or not _WORDS.isdisjoint(
-        _LETTER_RUN.findall(lowered)
-    ):
+    # One regular expression in C for every word and part.
+    if _NAME_HIT.search(lowered):
         return "comments" if _COMMENT_HIT.search(lowered) else "name"
     # camelCase: "adBox", "siteNav" (only for the unambiguous _CAMEL words).
     if lowered != names and not _CAMEL.isdisjoint(
