@@ -152,6 +152,11 @@ SEARCHABLE = (
     "(c.status = 'ok' OR EXISTS (SELECT 1 FROM embed_failures f WHERE f.chunk_rowid = c.id))"
 )
 
+#: A chunk's date (``d`` its document, ``r`` its report): the document's own
+#: when it has one (``date_source`` says where it came from), else the
+#: report's; ``NO_DATE`` ("") when neither has one.
+CHUNK_DATE = "CASE WHEN d.date_source IS NOT NULL THEN d.date ELSE r.date END"
+
 
 def count_searchable_chunks(conn: sqlite3.Connection) -> int:
     """How many chunks the word index must hold (``SEARCHABLE``).
@@ -175,7 +180,8 @@ def indexed_chunks(
     where = f"WHERE {SEARCHABLE}" + (" AND c.report_id = ?" if report_id is not None else "")
     cursor = conn.execute(
         "SELECT c.chunk_id, c.report_id, d.document_id, r.title AS report_title, "
-        "d.title AS document_title, c.text, r.tags, r.date, s.name AS source, d.kind, "
+        f"d.title AS document_title, c.text, r.tags, {CHUNK_DATE} AS date, s.name AS source, "
+        "d.kind, "
         "e.workspace_id, d.language FROM chunks c "
         "JOIN documents d ON d.id = c.document_rowid "
         "JOIN reports r ON r.report_id = c.report_id JOIN sources s ON s.id = r.source_id "

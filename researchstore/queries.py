@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from researchstore.derived import SEARCHABLE
+from researchstore.derived import CHUNK_DATE, SEARCHABLE
 
 _CHUNK_COLUMNS = (
     "c.chunk_id, d.document_id, c.report_id, c.position, c.text, c.token_count, "
@@ -84,8 +84,9 @@ def chunk_rows(
 def get_chunk(conn: sqlite3.Connection, chunk_id: str) -> dict[str, Any] | None:
     """Seed 000's shape: report_id, title, date, score 0.0, text, chunk_id."""
     row = conn.execute(
-        "SELECT c.report_id, r.title, r.date, c.text, c.chunk_id "
-        "FROM chunks c JOIN reports r ON r.report_id = c.report_id WHERE c.chunk_id = ?",
+        f"SELECT c.report_id, r.title, {CHUNK_DATE} AS date, c.text, c.chunk_id "
+        "FROM chunks c JOIN documents d ON d.id = c.document_rowid "
+        "JOIN reports r ON r.report_id = c.report_id WHERE c.chunk_id = ?",
         (chunk_id,),
     ).fetchone()
     if row is None:
@@ -93,7 +94,7 @@ def get_chunk(conn: sqlite3.Connection, chunk_id: str) -> dict[str, Any] | None:
     return {
         "report_id": row["report_id"],
         "title": row["title"],
-        # Seed 000 requires a string here: a report without a date answers "".
+        # Seed 000 requires a string here: a chunk without a date answers "".
         "date": row["date"],
         "score": 0.0,
         "text": row["text"],
@@ -390,7 +391,8 @@ def _search_rows(
         return []
     marks = ",".join("?" * len(values))
     rows = conn.execute(
-        "SELECT c.chunk_id, c.report_id, d.document_id, r.title, r.date, c.text, r.tags, "
+        f"SELECT c.chunk_id, c.report_id, d.document_id, r.title, {CHUNK_DATE} AS date, "
+        "c.text, r.tags, "
         "c.position, c.start_ms, c.end_ms, c.heading_path, d.kind, d.title AS document_title, "
         "s.name AS source, s.kind AS source_kind, c.id AS rowid, e.workspace_id "
         f"{_HITS_FROM} WHERE {column} IN ({marks}) AND {SEARCHABLE}",
@@ -446,7 +448,7 @@ def _candidate_rows(
         return []
     marks = ",".join("?" * len(values))
     rows = conn.execute(
-        "SELECT c.id, c.chunk_id, c.report_id, r.date, r.tags, d.kind, s.name, s.kind, "
+        f"SELECT c.id, c.chunk_id, c.report_id, {CHUNK_DATE}, r.tags, d.kind, s.name, s.kind, "
         f"e.workspace_id {_HITS_FROM} WHERE {column} IN ({marks}) AND {SEARCHABLE}",
         list(values),
     ).fetchall()

@@ -306,6 +306,14 @@ def _create_index_files(db: sqlite_utils.Database) -> None:
     )
 
 
+def _add_document_date_source(db: sqlite_utils.Database) -> None:
+    # Where a document's own date came from (meta, time, json-ld, byline):
+    # a document that has one dates its chunks, else its report does. Rows
+    # written before this column have none, so their chunks keep the
+    # report's date, as the word index already holds them.
+    db.execute("ALTER TABLE documents ADD COLUMN date_source TEXT")
+
+
 MIGRATIONS: list[Migration] = [
     _create_core,
     _create_api_keys,
@@ -315,6 +323,7 @@ MIGRATIONS: list[Migration] = [
     _index_unsearchable_chunks,
     _create_vectors,
     _create_index_files,
+    _add_document_date_source,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -349,6 +349,15 @@ def test_structures(body: str, expected: list[tuple[str, str]]) -> None:
         ({"class": "shadow padded"}, False),
         ({"class": "MathJax CtxtMenu_Attached_0"}, False),
         ({"class": "header"}, False),
+        # A word is a whole run of letters: digits, "-", "_" and non-ASCII bound it.
+        ({"class": "top3ad"}, True),
+        ({"id": "ad_box"}, True),
+        ({"class": "x\u00e9menu\u00e9"}, True),
+        ({"class": "adamant download"}, False),
+        ({"class": "navigator"}, False),
+        # A part gives it away inside a longer word.
+        ({"class": "mysidebarright"}, True),
+        ({"id": "SkipLinks"}, True),
     ],
 )
 def test_is_boilerplate(attributes: dict[str, str | None], boilerplate: bool) -> None:

@@ -7,6 +7,7 @@ disk is today: a date taken from the clock or from the file would show.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -163,3 +164,94 @@ def test_parse_falls_back_to_the_report_json_date(tmp_path: Path) -> None:
     path.write_text(html_page("fallbackword"))
     described = describe_file(path)
     assert (described["date"], described["date_source"]) == ("2016-08-09", "report")
+
+
+def mixed_source(root: Path) -> Path:
+    """A report.json dated 2024-01-01 around a page dated 2025-06-30 and an undated page."""
+    report = root / "source" / "mixed-report"
+    report.mkdir(parents=True)
+    (report / "report.json").write_text(json.dumps({"title": "Mixed", "date": "2024-01-01"}))
+    (report / "dated.html").write_text(
+        html_page("ownpageword", '<meta property="article:published_time" content="2025-06-30">')
+    )
+    (report / "plain.html").write_text(html_page("plainpageword"))
+    return report.parent
+
+
+MIXED = {"ownpageword": "2025-06-30", "plainpageword": "2024-01-01"}
+
+
+def assert_mixed_dates(store: Store) -> None:
+    """Each page's chunks carry its own date, else report.json's, in every place."""
+    for word, expected in MIXED.items():
+        found = hits(store, word)
+        assert found and {hit["date"] for hit in found} == {expected}
+        for hit in found:
+            chunk = ok(store.call("research_get_chunk", {"chunk_id": hit["chunk_id"]}))["chunk"]
+            assert chunk["date"] == expected
+            report = ok(store.call("research_get_report", {"report_id": hit["report_id"]}))
+            assert report["report"]["date"] == "2024-01-01"
+    assert hits(store, "ownpageword", date_from="2025-06-30", date_to="2025-06-30")
+    assert hits(store, "ownpageword", date_to="2024-12-31") == []
+    assert hits(store, "plainpageword", date_from="2024-01-01", date_to="2024-01-01")
+    assert hits(store, "plainpageword", date_from="2025-01-01") == []
+
+
+def test_a_pages_own_date_wins_over_its_report_json_date(tmp_path: Path) -> None:
+    source = mixed_source(tmp_path)
+    with Store(tmp_path / "mixed.db", progress=False) as store:
+        store.ingest(source, name="mixed")
+        assert_mixed_dates(store)
+        with store.reading() as conn:
+            rows = conn.execute("SELECT name, date, date_source FROM documents ORDER BY name")
+            assert [tuple(row) for row in rows] == [
+                ("dated.html", "2025-06-30", "meta"),
+                ("plain.html", None, None),
+            ]
+        # A rebuilt index and a re-ingest of a changed page give the same dates.
+        assert store.rebuild_index() > 0
+        assert_mixed_dates(store)
+        (source / "mixed-report" / "plain.html").write_text(html_page("plainpageword") + " ")
+        store.ingest(source, name="mixed")
+        assert_mixed_dates(store)
+
+
+def test_a_store_made_before_document_dates_opens_and_keeps_its_report_dates(
+    tmp_path: Path,
+) -> None:
+    from researchstore.schema import SCHEMA_VERSION
+
+    source = mixed_source(tmp_path)
+    path = tmp_path / "old.db"
+    with Store(path, progress=False) as store:
+        store.ingest(source, name="mixed")
+    # As the previous version left it: no date_source, and the index holding
+    # every chunk under its report's date.
+    with sqlite3.connect(path) as conn:
+        conn.execute("ALTER TABLE documents DROP COLUMN date_source")
+        conn.execute(
+            "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION - 1),)
+        )
+    with Store(path, progress=False) as store:
+        store.rebuild_index()
+        for word in MIXED:
+            found = hits(store, word)
+            assert found and {hit["date"] for hit in found} == {"2024-01-01"}
+            chunk_id = found[0]["chunk_id"]
+            chunk = ok(store.call("research_get_chunk", {"chunk_id": chunk_id}))["chunk"]
+            assert chunk["date"] == "2024-01-01"
+            assert hits(store, word, date_from="2024-01-01", date_to="2024-01-01")
+        with store.reading() as conn:
+            version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'")
+            assert int(version.fetchone()[0]) == SCHEMA_VERSION
+            unsourced = conn.execute("SELECT count(*) FROM documents WHERE date_source IS NULL")
+            assert unsourced.fetchone()[0] == 2
+        # Its next ingest of a changed report gives the page its own date.
+        (source / "mixed-report" / "dated.html").write_text(
+            html_page(
+                "ownpageword", '<meta property="article:published_time" content="2025-06-30">'
+            )
+            + " "
+        )
+        store.ingest(source, name="mixed")
+        assert_mixed_dates(store)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from researchstore.dates import NO_DATE, utc_now
+from researchstore.dates import NO_DATE, is_iso_date, utc_now
 from researchstore.db import last_pending_seq, queue_pending, read_meta, write_meta
 from researchstore.derived import IndexedChunk, index_title
 from researchstore.errors import InvalidInput
@@ -222,11 +222,15 @@ class ReportWriter:
         # Ingest detected it while preparing (in a worker); a document read
         # by other means (evidence) is detected here.
         language = document_language(parsed.language, [draft.text for draft in document.drafts])
+        # The page's own date dates its chunks; without one, the report's does.
+        own_date = parsed.date if parsed.date and is_iso_date(parsed.date) else None
+        date_source = (parsed.date_source or "page") if own_date else None
+        chunk_date = own_date or prepared.date or NO_DATE
         cursor = conn.execute(
             "INSERT INTO documents (document_id, report_id, source_version_id, path, name, kind, "
-            "title, description, language, date, encoding, status, reason, skipped, "
-            "content_hash, chunk_count, token_count, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "title, description, language, date, date_source, encoding, status, reason, "
+            "skipped, content_hash, chunk_count, token_count, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 document_id,
                 report_id,
@@ -238,6 +242,7 @@ class ReportWriter:
                 parsed.description,
                 language,
                 parsed.date,
+                date_source,
                 parsed.encoding,
                 document.status,
                 document.reason,
@@ -282,7 +287,7 @@ class ReportWriter:
                 title=title,
                 text=draft.text,
                 tags=prepared.tags,
-                date=prepared.date or NO_DATE,
+                date=chunk_date,
                 source=self.source_name,
                 kind=parsed.kind,
                 language=language,
