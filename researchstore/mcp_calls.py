@@ -117,8 +117,8 @@ class ToolCalls:
         self.worker_threads = worker_threads
         self.calls_per_key = calls_per_key
         self.search_threads = search_threads or search_threads_default()
+        #: The pools and turns by name (a key's turns by ``key:`` and its id).
         self._limiters: dict[str, anyio.CapacityLimiter] = {}
-        self._turns: dict[str, anyio.CapacityLimiter] = {}
 
     def _limiter(self, name: str, capacity: int) -> anyio.CapacityLimiter:
         limiter = self._limiters.get(name)
@@ -160,9 +160,7 @@ class ToolCalls:
         workers = self._limiter(pool, self.worker_threads)
         turns: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
         if principal.key_id is not None:
-            turns = self._turns.get(principal.key_id) or self._turns.setdefault(
-                principal.key_id, anyio.CapacityLimiter(self.calls_per_key)
-            )
+            turns = self._limiter(f"key:{principal.key_id}", self.calls_per_key)
         async with turns:
             if name in SEARCHES:
                 answer = await self._search(body, workers)
@@ -203,12 +201,7 @@ class ToolCalls:
 
 def tool_result(tool_name: str, envelope: dict[str, Any]) -> types.CallToolResult:
     """An envelope as an MCP tool result: structured, with a text copy."""
-    structured = contracts.structured_content(tool_name, envelope)
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=json.dumps(structured, ensure_ascii=False))],
-        structuredContent=structured,
-        isError="error" in envelope,
-    )
+    return types.CallToolResult.model_validate(tool_result_json(tool_name, envelope))
 
 
 def tool_result_json(tool_name: str, envelope: dict[str, Any]) -> dict[str, Any]:
@@ -268,7 +261,7 @@ class DirectCalls:
 
     async def answer(self, scope: Scope, body: bytes, send: Send) -> bool:
         """Answer the request if it is a plain call of an open session; whether it did."""
-        session_id = _header(scope, MCP_SESSION_ID_HEADER)
+        session_id = header(scope, MCP_SESSION_ID_HEADER)
         if session_id is None or session_id not in self.initialized:
             return False
         transport = self.sessions(session_id)
@@ -371,17 +364,18 @@ def _parse_call(body: bytes) -> tuple[str | int, str, dict[str, Any]] | None:
 
 def _plain_post(scope: Scope) -> bool:
     """A POST that accepts JSON, sends JSON and names a protocol version this SDK speaks."""
-    accept = _header(scope, "accept") or ""
+    accept = header(scope, "accept") or ""
     if not any(part.strip().startswith("application/json") for part in accept.split(",")):
         return False
-    content_type = (_header(scope, "content-type") or "").split(";")[0]
+    content_type = (header(scope, "content-type") or "").split(";")[0]
     if "application/json" not in (part.strip() for part in content_type.split(",")):
         return False
-    version = _header(scope, MCP_PROTOCOL_VERSION_HEADER)
+    version = header(scope, MCP_PROTOCOL_VERSION_HEADER)
     return version is None or version in SUPPORTED_PROTOCOL_VERSIONS
 
 
-def _header(scope: Scope, name: str) -> str | None:
+def header(scope: Scope, name: str) -> str | None:
+    """The first value of request header ``name`` (any case), if it came."""
     wanted = name.lower().encode("latin-1")
     for header, value in scope.get("headers", ()):
         if header.lower() == wanted:

@@ -38,7 +38,7 @@ import mcp.types as types
 from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
-from mcp.server.streamable_http import StreamableHTTPServerTransport
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
@@ -54,6 +54,7 @@ from researchstore.mcp_calls import (
     PRINCIPAL_SCOPE_KEY,
     DirectCalls,
     ToolCalls,
+    header,
     tool_result,
 )
 from researchstore.params import PROFILES, TRANSPORTS, Tool
@@ -270,7 +271,7 @@ class ApiKeyMiddleware:
         ):
             await self.app(scope, receive, send)
             return
-        key = _header(scope, API_KEY_HEADER)
+        key = header(scope, API_KEY_HEADER)
         principal = None
         if key:
             # One indexed row read, on the event loop: no thread hop per request.
@@ -306,14 +307,6 @@ class ApiKeyMiddleware:
             self.in_flight[key_id] -= 1
             if not self.in_flight[key_id]:
                 del self.in_flight[key_id]
-
-
-def _header(scope: Scope, name: str) -> str | None:
-    wanted = name.encode("latin-1")
-    for header, value in scope.get("headers", ()):
-        if header.lower() == wanted:
-            return str(value.decode("latin-1"))
-    return None
 
 
 async def _refuse(send: Send, message: str) -> None:
@@ -394,7 +387,7 @@ class _McpEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("method") == "POST":
-            declared = _header(scope, "content-length") or "0"
+            declared = header(scope, "content-length") or "0"
             body = None
             if not declared.isdigit() or int(declared) <= self.max_request_bytes:
                 body = await _read_body(receive, self.max_request_bytes)
@@ -407,7 +400,7 @@ class _McpEndpoint:
             if self.direct is not None:
                 if await self.direct.answer(scope, body, send):
                     return
-                if _header(scope, "mcp-session-id") is None:
+                if header(scope, MCP_SESSION_ID_HEADER) is None:
                     send = self._opening(send)
             receive = _replay(body, receive)
         try:
@@ -429,7 +422,7 @@ class _McpEndpoint:
         async def watch(message: Message) -> None:
             if message["type"] == "http.response.start" and message["status"] == 200:
                 for name, value in message.get("headers", ()):
-                    if name.lower() == b"mcp-session-id":
+                    if name.lower() == MCP_SESSION_ID_HEADER.encode():
                         direct.opened(value.decode("latin-1"))
             await send(message)
 

@@ -13,7 +13,6 @@ import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -207,7 +206,7 @@ def test_the_opening_request_is_the_sdks(served: Served) -> None:
         assert client.app.state.direct_calls.served == 0  # type: ignore[attr-defined]
 
 
-def test_the_direct_answer_names_the_session(served: Served, tmp_path: Path) -> None:
+def test_the_direct_answer_names_the_session(served: Served) -> None:
     key = served.keys["a"]
     with client_for(served, direct=True) as client:
         session = open_session(client, key)
@@ -217,9 +216,7 @@ def test_the_direct_answer_names_the_session(served: Served, tmp_path: Path) -> 
         assert response.json()["id"] == 7
 
 
-def test_a_checked_key_is_refused_once_revoked_by_another_connection(
-    served: Served, tmp_path: Path
-) -> None:
+def test_a_checked_key_is_refused_once_revoked_by_another_connection(served: Served) -> None:
     from researchstore.auth import KeyCache, create_key, revoke_key
 
     key = create_key(served.store, label="short-lived")
