@@ -112,7 +112,9 @@ def revoke_keys(db: Path, keys: list[str]) -> None:
 
 
 @contextmanager
-def server(db: Path, workdir: Path, slow_seconds: float) -> Iterator[str]:
+def server(
+    db: Path, workdir: Path, slow_seconds: float, workers: int | None = None
+) -> Iterator[str]:
     """``researchstore serve --transport http`` as a child (``child_server``); its URL."""
     log_path = workdir / "server.log"
     command = [
@@ -128,6 +130,7 @@ def server(db: Path, workdir: Path, slow_seconds: float) -> Iterator[str]:
         "0",
         "--access-log",
         str(workdir / "access.log"),
+        *(["--workers", str(workers)] if workers is not None else []),
     ]
     with open(log_path, "w") as errors:
         child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors)
@@ -528,6 +531,9 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--skip-copy", action="store_true", help="no first answer of a copy")
     parser.add_argument("--skip-peers", action="store_true", help="no search against peers")
+    parser.add_argument(
+        "--workers", type=int, help="the server's --workers (default: the server's own default)"
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     options = parser.parse_args(argv)
     levels = [int(level) for level in options.levels.split(",")]
@@ -539,7 +545,7 @@ def main(argv: list[str]) -> int:
         results["first_answer_of_a_copy"] = first_answer_of_a_copy(db, workdir)
     keys = make_keys(db, max(levels) + 1)
     try:
-        with server(db, workdir, options.slow_seconds) as url:
+        with server(db, workdir, options.slow_seconds, options.workers) as url:
             for client in options.clients.split(","):
                 results[f"concurrent_clients_{client}"] = concurrent_clients(
                     url, keys, levels, options.seconds, db, options.seed, client

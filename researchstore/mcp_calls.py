@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 from collections.abc import Callable, MutableMapping
 from typing import Any, TypeVar
 
@@ -41,9 +40,19 @@ from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
 from starlette.requests import Request
 from starlette.types import Scope, Send
 
-from researchstore import contracts
+from researchstore.errors import ResearchStoreError
+from researchstore.mcp_workers import NoWorker, RepairHere, WorkerGone, WorkerPool
 from researchstore.params import Tool
 from researchstore.principal import NOBODY, Principal, acting_as
+from researchstore.serving import (
+    ENVELOPE,
+    LOOKUPS,
+    SEARCH_TURN_S,
+    SEARCHES,
+    answer_as,
+    search_threads_default,
+    tool_result_json,
+)
 from researchstore.store import Store
 from researchstore.tools import call_tool
 
@@ -54,37 +63,6 @@ CALL_SCOPE_KEY = "researchstore.call"
 OUTCOME_SCOPE_KEY = "researchstore.outcome"
 
 T = TypeVar("T")
-
-
-#: Tools whose work is bounded by their input (a chunk, 20 ids, 100 chunks of
-#: a walk): answered in microseconds from SQLite. They never wait for a
-#: worker behind the calls that compute.
-LOOKUPS = frozenset(
-    {
-        "research_get_chunk",
-        "get_chunks",
-        "get_chunk_next",
-        "get_chunk_prev",
-        "get_chunk_neighbors",
-        "get_chunk_parents",
-        "get_document",
-        "get_document_chunks",
-        "research_get_report",
-        "research_resolve_chunk",
-    }
-)
-#: Tools that compute for as long as they run (Python and Tantivy, not I/O).
-SEARCHES = frozenset({"research_chunk_search"})
-
-
-#: How long a search keeps its turn (``ToolCalls``); after it, a search still
-#: running lets the next one start beside it.
-SEARCH_TURN_S = 0.1
-
-
-def search_threads_default() -> int:
-    """As many searches at once as there are cores (at least two): more only share them."""
-    return max(2, os.cpu_count() or 2)
 
 
 class ToolCalls:
@@ -101,6 +79,11 @@ class ToolCalls:
     key's calls first take one of that key's ``calls_per_key`` turns, so
     that one key waiting for its turn holds no worker another key could use.
     Limiters belong to the event loop that serves: they are made on first use.
+
+    With ``workers`` (``mcp_workers.WorkerPool``), the read tools' calls go to
+    worker processes, each running its calls as this class does, so that
+    calls use every core; the rest (writes, and every call once no worker
+    is left) run here.
     """
 
     def __init__(
@@ -111,12 +94,14 @@ class ToolCalls:
         worker_threads: int,
         calls_per_key: int,
         search_threads: int | None = None,
+        workers: WorkerPool | None = None,
     ) -> None:
         self.store = store
         self.tools = tools
         self.worker_threads = worker_threads
         self.calls_per_key = calls_per_key
         self.search_threads = search_threads or search_threads_default()
+        self.workers = workers
         #: The pools and turns by name (a key's turns by ``key:`` and its id).
         self._limiters: dict[str, anyio.CapacityLimiter] = {}
 
@@ -134,40 +119,88 @@ class ToolCalls:
         scope: MutableMapping[str, Any],
     ) -> dict[str, Any]:
         """The call's envelope; ``scope`` gets what the access log says of it."""
-        return await self.run_then(principal, name, arguments, scope, lambda envelope: envelope)
+        answer: dict[str, Any] = await self._run(principal, name, arguments, scope, ENVELOPE)
+        return answer
 
-    async def run_then(
+    async def run_response(
         self,
         principal: Principal,
         name: str,
         arguments: dict[str, Any],
         scope: MutableMapping[str, Any],
-        then: Callable[[dict[str, Any]], T],
-    ) -> T:
-        """``then(envelope)`` of the call, computed in its worker thread too (an
-        answer's encoding costs as much as a lookup: it stays off the event loop)."""
+        request_id: str | int,
+    ) -> bytes:
+        """The call as the JSON-RPC response to request ``request_id``, encoded where
+        it ran (an answer's encoding costs as much as a lookup)."""
+        answer: bytes = await self._run(principal, name, arguments, scope, request_id)
+        return answer
+
+    async def _run(
+        self,
+        principal: Principal,
+        name: str,
+        arguments: dict[str, Any],
+        scope: MutableMapping[str, Any],
+        request_id: str | int | None,
+    ) -> Any:
         scope[CALL_SCOPE_KEY] = name
-        outcome = "internal"
-
-        def body() -> T:
-            nonlocal outcome
-            with acting_as(principal):
-                envelope = call_tool(self.store, name, arguments, tools=self.tools)
-            outcome = envelope["error"]["code"] if "error" in envelope else "ok"
-            return then(envelope)
-
-        pool = "lookups" if name in LOOKUPS else "workers"
-        workers = self._limiter(pool, self.worker_threads)
         turns: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
         if principal.key_id is not None:
             turns = self._limiter(f"key:{principal.key_id}", self.calls_per_key)
         async with turns:
-            if name in SEARCHES:
-                answer = await self._search(body, workers)
-            else:
-                answer = await anyio.to_thread.run_sync(body, limiter=workers)
+            outcome, answer = await self._dispatch(principal, name, arguments, request_id)
         scope[OUTCOME_SCOPE_KEY] = outcome
         return answer
+
+    async def _dispatch(
+        self,
+        principal: Principal,
+        name: str,
+        arguments: dict[str, Any],
+        request_id: str | int | None,
+    ) -> tuple[str, Any]:
+        tool = self.tools.get(name)
+        workers = self.workers
+        if workers is None or tool is None or not tool.read_only:
+            return await self.here(principal, name, arguments, request_id)
+        try:
+            return await workers.call(principal, name, arguments, request_id)
+        except NoWorker:
+            return await self.here(principal, name, arguments, request_id)
+        except WorkerGone as gone:
+            envelope = ResearchStoreError(str(gone)).to_envelope()
+            return "internal", answer_as(request_id, name, envelope)
+        except RepairHere:
+            # The worker met a damaged index: this process, which may write,
+            # repairs it as a call made here would, then the workers reopen it.
+            answer = await self.here(principal, name, arguments, request_id)
+            await workers.reopen_indexes()
+            return answer
+
+    async def here(
+        self,
+        principal: Principal,
+        name: str,
+        arguments: dict[str, Any],
+        request_id: str | int | None,
+    ) -> tuple[str, Any]:
+        """The call run in a worker thread of this process: how it ended, and its answer."""
+        outcome = "internal"
+
+        def body() -> Any:
+            nonlocal outcome
+            with acting_as(principal):
+                envelope = call_tool(self.store, name, arguments, tools=self.tools)
+            outcome = envelope["error"]["code"] if "error" in envelope else "ok"
+            return answer_as(request_id, name, envelope)
+
+        pool = "lookups" if name in LOOKUPS else "workers"
+        workers = self._limiter(pool, self.worker_threads)
+        if name in SEARCHES:
+            answer = await self._search(body, workers)
+        else:
+            answer = await anyio.to_thread.run_sync(body, limiter=workers)
+        return outcome, answer
 
     async def _search(self, body: Callable[[], T], workers: anyio.CapacityLimiter) -> T:
         """``body`` in a worker once a search turn is free; a search still running
@@ -194,6 +227,11 @@ class ToolCalls:
                 group.start_soon(give_up_later)
                 answer = await anyio.to_thread.run_sync(body, limiter=workers)
                 group.cancel_scope.cancel()
+        except BaseExceptionGroup as raised:
+            # What the body raised, as it would be raised without the group.
+            if len(raised.exceptions) == 1:
+                raise raised.exceptions[0] from None
+            raise
         finally:
             give_up_turn()
         return answer
@@ -202,16 +240,6 @@ class ToolCalls:
 def tool_result(tool_name: str, envelope: dict[str, Any]) -> types.CallToolResult:
     """An envelope as an MCP tool result: structured, with a text copy."""
     return types.CallToolResult.model_validate(tool_result_json(tool_name, envelope))
-
-
-def tool_result_json(tool_name: str, envelope: dict[str, Any]) -> dict[str, Any]:
-    """``tool_result`` as the SDK writes it (``model_dump`` without the unset fields)."""
-    structured = contracts.structured_content(tool_name, envelope)
-    return {
-        "content": [{"type": "text", "text": json.dumps(structured, ensure_ascii=False)}],
-        "structuredContent": structured,
-        "isError": "error" in envelope,
-    }
 
 
 #: What a session's transport is to ``DirectCalls``: the SDK's, looked up by id.
@@ -289,18 +317,10 @@ class DirectCalls:
         if not isinstance(principal, Principal):
             principal = NOBODY  # fail closed
 
-        def encode(envelope: dict[str, Any]) -> bytes:
-            response = {
-                "jsonrpc": "2.0",
-                "id": request_id,
-                "result": tool_result_json(name, envelope),
-            }
-            return json.dumps(response, ensure_ascii=False, separators=(",", ":")).encode()
-
         self._hold(session_id, idle)
         self.served += 1
         try:
-            encoded = await self.calls.run_then(principal, name, arguments, scope, encode)
+            encoded = await self.calls.run_response(principal, name, arguments, scope, request_id)
         finally:
             self._release(session_id, idle, transport)
         await send(

@@ -57,8 +57,10 @@ from researchstore.mcp_calls import (
     header,
     tool_result,
 )
+from researchstore.mcp_workers import WorkerPool
 from researchstore.params import PROFILES, TRANSPORTS, Tool
 from researchstore.principal import LOCAL_USER, NOBODY, Principal
+from researchstore.serving import WORKER_THREADS, tune_for_serving
 from researchstore.store import Store
 
 OUTPUT_SCHEMAS_ENV = "RESEARCHSTORE_OUTPUT_SCHEMAS"
@@ -69,10 +71,6 @@ WEB_PATH = "/web"
 SERVER_NAME = "researchstore"
 #: Tool calls one API key may run at once over HTTP.
 CALLS_PER_KEY = 8
-#: Worker threads running tool calls, all clients together. Tool bodies are
-#: sync and never run on the event loop: each call takes a worker for as long
-#: as it runs, so a slow call holds one worker, never the others' calls.
-WORKER_THREADS = 32
 #: HTTP requests one API key may have in flight at once.
 REQUESTS_PER_KEY = 256
 
@@ -650,11 +648,13 @@ def http_app(
     limits: HttpLimits | None = None,
     access_log: TextIO | None = None,
     pages: ASGIApp | None = None,
+    workers: WorkerPool | None = None,
 ) -> Starlette:
     """The ASGI app: ``/mcp`` behind the API-key check, every request in the access log.
 
     ``pages`` (``researchstore.web.web_app`` with keys required) is mounted at
-    ``WEB_PATH``, where it checks the same keys itself.
+    ``WEB_PATH``, where it checks the same keys itself. With ``workers``
+    (started), the read tools' calls are answered by those processes.
     """
     limits = limits or HttpLimits()
     calls = ToolCalls(
@@ -662,6 +662,7 @@ def http_app(
         served_tools(profile, "http"),
         worker_threads=limits.worker_threads,
         calls_per_key=limits.calls_per_key,
+        workers=workers,
     )
     server = build_server(store, profile=profile, transport="http", calls=calls)
     manager = KeyedSessionManager(
@@ -721,19 +722,6 @@ def bind_socket(host: str, port: int) -> socket.socket:
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock
-
-
-#: How long a thread may hold Python's interpreter lock while another waits
-#: for it, in a server (Python's default: 5 ms). A call that computes (a
-#: search) would otherwise keep the event loop and every lookup waiting up
-#: to 5 ms at each of the many times they take the lock back: latency, not
-#: work, so a server trades a little switching for it.
-SERVER_SWITCH_INTERVAL_S = 0.0005
-
-
-def tune_for_serving() -> None:
-    """Set this process up as a server (``SERVER_SWITCH_INTERVAL_S``)."""
-    sys.setswitchinterval(SERVER_SWITCH_INTERVAL_S)
 
 
 def serve_http(app: Starlette, sock: socket.socket) -> None:

@@ -12,7 +12,7 @@ gets, for an id in another workspace, exactly the miss an unknown id gets.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from researchstore.catalogue import TOOLS
@@ -32,6 +32,8 @@ from researchstore.queries import owning_workspace
 if TYPE_CHECKING:
     from researchstore.store import Store
 
+#: What a call that met a damaged index returns (``call_tool``).
+OnDamage = Callable[["Store", IndexDamaged], dict[str, Any]]
 
 #: Which argument of a tool names what, for the workspace guard below.
 _ANCHORS: dict[str, tuple[str, str]] = {
@@ -92,9 +94,20 @@ def _run_within_workspaces(store: Store, tool: Tool, bound: dict[str, Any]) -> d
 
 
 def call_tool(
-    store: Store, name: str, arguments: Any = None, *, tools: Mapping[str, Tool] | None = None
+    store: Store,
+    name: str,
+    arguments: Any = None,
+    *,
+    tools: Mapping[str, Tool] | None = None,
+    on_damage: OnDamage | None = None,
 ) -> dict[str, Any]:
-    """Run tool ``name`` (of ``tools``, by default all); always an envelope, never an exception."""
+    """Run tool ``name`` (of ``tools``, by default all); always an envelope, never an exception.
+
+    A call that meets a damaged index returns ``on_damage(store, damage)``: by
+    default the index is repaired and the envelope says so. A process that
+    must not write the store (a server's worker) hands the call on instead.
+    """
+    on_damage = on_damage or _index_damaged
     tools = TOOLS if tools is None else tools
     tool = tools.get(name)
     if tool is None:
@@ -110,7 +123,7 @@ def call_tool(
             return {"result": _run_within_workspaces(store, tool, bound)}
         return {"result": tool.run(store, bound)}
     except IndexDamaged as damage:
-        return _index_damaged(store, damage)
+        return on_damage(store, damage)
     except ResearchStoreError as error:
         return error.to_envelope()
     except (sqlite3.DatabaseError, OSError) as error:
@@ -126,7 +139,7 @@ def call_tool(
         if not is_panic(error):
             raise  # KeyboardInterrupt, SystemExit, a cancelled task: not ours to keep
         # A panic the index did not turn into IndexDamaged itself.
-        return _index_damaged(store, IndexDamaged(f"a Rust panic: {error}"))
+        return on_damage(store, IndexDamaged(f"a Rust panic: {error}"))
 
 
 def _index_damaged(store: Store, damage: IndexDamaged) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from researchstore.principal import ANY_WORKSPACE, SCOPES
 
 if TYPE_CHECKING:
     from researchstore.mcp_server import HttpLimits
+    from researchstore.mcp_workers import WorkerPool
     from researchstore.store import Store
 
 #: The defaults of ``mcp_server.HttpLimits``, here too so that ``--help`` can
@@ -96,6 +97,16 @@ REQUESTS_PER_KEY = 256
     show_default=True,
     help="Over HTTP, the requests one API key may have in flight at once.",
 )
+@click.option(
+    "--workers",
+    type=click.IntRange(0),
+    default=None,
+    metavar="N",
+    help="Over HTTP, worker processes answering the read tools' calls, so that calls "
+    "use every core [default: one per core and one for lookups, none on one core]; "
+    "0 answers every "
+    "call in the server process.",
+)
 def serve(
     store_path: str,
     transport: str,
@@ -107,6 +118,7 @@ def serve(
     max_sessions: int,
     session_idle_timeout: float,
     requests_per_key: int,
+    workers: int | None,
 ) -> None:
     """Serve STORE's tools to MCP clients (stdio, or HTTP with an x-api-key).
 
@@ -122,13 +134,27 @@ def serve(
         session_idle_timeout_s=session_idle_timeout,
         requests_per_key=requests_per_key,
     )
+    from researchstore.mcp_workers import WorkerPool, default_workers
+
+    pool = None
+    if transport == "http":
+        count = default_workers() if workers is None else workers
+        if count:
+            # Before anything opens or starts a thread: a fork copies one thread.
+            try:
+                pool = WorkerPool.fork(store_path, profile=profile, count=count)
+            except (RuntimeError, OSError) as error:
+                click.echo(f"researchstore: no worker processes ({error})", err=True)
     try:
         with stopping_on_signals(), open_store(store_path) as store:
-            _serve(store, store_path, transport, host, port, profile, access_log, limits)
+            _serve(store, store_path, transport, host, port, profile, access_log, limits, pool)
     except KeyboardInterrupt as stop:
         # Stopped as a server is: the store was closed (and checkpointed) on the way out.
         signum = stop.signum if isinstance(stop, Interrupted) else signal.SIGINT
         raise click.exceptions.Exit(128 + signum) from None
+    finally:
+        if pool is not None:
+            pool.close()
 
 
 def _serve(
@@ -140,6 +166,7 @@ def _serve(
     profile: str,
     access_log: str | None,
     limits: HttpLimits,
+    pool: WorkerPool | None,
 ) -> None:
     import anyio
 
@@ -152,14 +179,19 @@ def _serve(
         serve_stdio,
     )
 
-    store.warm_query_model()
     if transport == "stdio":
+        store.warm_query_model()
         anyio.run(lambda: serve_stdio(store, profile=profile))
         return
     try:
         sock = bind_socket(host, port)
     except OSError as error:
         raise click.ClickException(f"cannot listen on {host}:{port}: {error}") from None
+    if pool is not None:
+        for problem in pool.start():
+            click.echo(f"researchstore: {problem}", err=True)
+    if pool is None or not pool.live:
+        store.warm_query_model()  # no worker: searches are answered here (workers load their own)
     with contextlib.ExitStack() as stack:
         log: TextIO = sys.stderr
         if access_log is not None:
@@ -173,6 +205,14 @@ def _serve(
                 f"Create one with: researchstore keys create {store_path}",
                 err=True,
             )
+        if pool is not None and pool.live:
+            click.echo(
+                f"researchstore: {pool.live} worker processes answer the read tools' calls "
+                f"(pids {', '.join(map(str, pool.pids))})",
+                err=True,
+            )
+        else:
+            click.echo("researchstore: the server process answers every call", err=True)
         click.echo(
             f"researchstore: serving the {profile} profile at {endpoint_url(sock)} "
             "(x-api-key required)",
@@ -188,7 +228,13 @@ def _serve(
         )
         pages = web_app(store, require_key=True, host=host)
         app = http_app(
-            store, profile=profile, host=host, limits=limits, access_log=log, pages=pages
+            store,
+            profile=profile,
+            host=host,
+            limits=limits,
+            access_log=log,
+            pages=pages,
+            workers=pool,
         )
         serve_http(app, sock)
 
