@@ -132,9 +132,17 @@ def analyze(text: str) -> list[str]:
 def index_terms(text: str, analysis: str = DEFAULT_ANALYSIS) -> list[str]:
     """The terms of ``text`` under ``analysis`` as the index holds them (CJK runs as
     bigrams, marked unless English): what a query asks of chunks of that analysis."""
+    return list(_query_terms(text, analysis))
+
+
+@functools.lru_cache(maxsize=1024)
+def _query_terms(text: str, analysis: str) -> tuple[str, ...]:
+    """``index_terms``, kept for the texts asked of it lately: a search asks for
+    its query's terms when the tool checks the query's size and again when
+    it builds the query."""
     if analysis == DEFAULT_ANALYSIS:
-        return _ANALYZER.analyze(cjk_bigrams(text))
-    return [term + MARK for term in _own_terms(text, analysis)]
+        return tuple(_ANALYZER.analyze(cjk_bigrams(text)))
+    return tuple(term + MARK for term in _own_terms(text, analysis))
 
 
 def indexed_text(text: str, analysis: str) -> str:
@@ -187,14 +195,20 @@ def phrase_terms(phrase: str, analysis: str = DEFAULT_ANALYSIS) -> list[tuple[in
     In English text a stop word leaves a gap; a chunk of another language
     is given to the index as its terms alone, one after the other.
     """
+    return list(_placed_terms(phrase, analysis))
+
+
+@functools.lru_cache(maxsize=1024)
+def _placed_terms(phrase: str, analysis: str) -> tuple[tuple[int, str], ...]:
+    """``phrase_terms``, kept as ``_query_terms`` is."""
     if analysis != DEFAULT_ANALYSIS:
-        return list(enumerate(index_terms(phrase, analysis)))
+        return tuple(enumerate(_query_terms(phrase, analysis)))
     placed = []
     for position, word in enumerate(_WORDS.analyze(cjk_bigrams(phrase))):
         terms = _ANALYZER.analyze(word)
         if terms:
             placed.append((position, terms[0]))
-    return placed
+    return tuple(placed)
 
 
 def query_size(text: str) -> tuple[int, int]:
