@@ -40,8 +40,11 @@ def _search(store: Store, args: dict[str, Any]) -> dict[str, Any]:
     from researchstore.index import SearchIndex
     from researchstore.semantic import run_search
 
-    with store.reading():  # raises StoreClosed on a closed store
-        index = store.sync.get(SearchIndex)
+    if store.sync.opened and not store.closed:
+        index = store.sync.get(SearchIndex)  # open: no read transaction of its own
+    else:
+        with store.reading():  # raises StoreClosed on a closed store
+            index = store.sync.get(SearchIndex)
     mode = args["mode"] or store.default_search_mode()
     vectors = embedder = None
     if mode != "keyword":

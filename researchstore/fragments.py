@@ -7,7 +7,7 @@ Everything but the ``<b>`` marks is escaped.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 
 
 def escape_html(text: str) -> str:
@@ -31,26 +31,26 @@ def original_spans(spans: list[tuple[int, int]], origins: list[int]) -> list[tup
 
 def fragment_html(
     text: str,
-    spans: list[tuple[int, int]],
+    starts: list[int],
+    ends: list[int],
     max_chars: int,
     words: list[str] | None = None,
 ) -> str:
-    """About ``max_chars`` of ``text``, HTML-escaped, with the words at ``spans`` in ``<b>``.
+    """About ``max_chars`` of ``text``, HTML-escaped, with the words matched in ``<b>``.
 
-    The window kept is the one (starting at a match) holding the most
+    The words matched stand at ``text[starts[k]:ends[k]]``, in order and
+    apart. The window kept is the one (starting at a match) holding the most
     distinct matched words, with some text before its first match.
     ``words``: the matched words, lower-cased, when the caller has them.
     """
     if words is None:
-        words = [text[start:end].lower() for start, end in spans]
-    best_start, _ = _best_window(words, spans, max_chars)
-    first = bisect_left(spans, (best_start, -1))
-    last_end = best_start
-    for start, stop in spans[first:]:
-        if start > best_start + max_chars:
-            break
-        if stop <= best_start + max_chars:
-            last_end = max(last_end, stop)
+        words = [text[start:end].lower() for start, end in zip(starts, ends, strict=True)]
+    first = _best_window(words, starts, ends, max_chars)
+    best_start = starts[first]
+    # The matches are apart, so their ends ascend as their starts do: the
+    # matches that end within the window are a run, found by bisection.
+    last = bisect_right(ends, best_start + max_chars, first)
+    last_end = ends[last - 1] if last > first else best_start
     # Some context before the first match: a quarter of the room the matches leave.
     lead = max(0, max_chars - (last_end - best_start)) // 4
     begin = max(0, min(best_start - lead, len(text) - max_chars))
@@ -58,13 +58,15 @@ def fragment_html(
     end = min(len(text), max(last_end, begin + max_chars))
     if end < len(text):
         end = max(last_end, word_start(text, end))
-    shown = [span for span in spans[bisect_left(spans, (begin, -1)) :] if span[1] <= end]
+    shown = range(bisect_left(starts, begin), bisect_right(ends, end))
     window = text[begin:end]
     if _OPEN in window or _CLOSE in window:  # never in text that means anything
-        return _marked_piecewise(text, shown, begin, end)
+        return _marked_piecewise(text, [(starts[k], ends[k]) for k in shown], begin, end)
     pieces: list[str] = []
     at = begin
-    for start, stop in shown:
+    for k in shown:
+        start = starts[k]
+        stop = ends[k]
         pieces += (text[at:start], _OPEN, text[start:stop], _CLOSE)
         at = stop
     pieces.append(text[at:end])
@@ -94,35 +96,24 @@ def word_start(text: str, at: int) -> int:
     return at
 
 
-def _best_window(words: list[str], spans: list[tuple[int, int]], max_chars: int) -> tuple[int, int]:
-    """The start of the first ``max_chars`` window (at a span's start) holding the
-    most distinct matched ``words`` (one for each of ``spans``), and how many:
-    one pass over ``spans`` (in order), which stops at a window holding every
-    word matched."""
+def _best_window(words: list[str], starts: list[int], ends: list[int], max_chars: int) -> int:
+    """Which match starts the first ``max_chars`` window (at a match's start)
+    holding the most distinct matched ``words`` (one for each match); stops at
+    a window holding every word matched."""
+    if ends[-1] - starts[0] <= max_chars:
+        return 0  # every match fits in the first window
     every = len(set(words))
-    if spans[-1][1] - spans[0][0] <= max_chars:
-        return spans[0][0], every  # every match fits in the first window
-    counts: dict[str, int] = {}
-    best_start, best_count = spans[0][0], 0
-    end, count = 0, len(spans)
-    for first in range(count):
-        start = spans[first][0]
-        bound = start + max_chars
-        if end < first:
-            end = first
-        while end < count and spans[end][1] <= bound:
-            word = words[end]
-            counts[word] = counts.get(word, 0) + 1
-            end += 1
-        if len(counts) > best_count:
-            best_start, best_count = start, len(counts)
-            if best_count == every:
+    best_first, best_count = 0, 0
+    matches = len(starts)
+    for first, start in enumerate(starts):
+        if matches - first <= best_count:
+            break  # too few matches left to hold more words
+        end = bisect_right(ends, start + max_chars, first)
+        if end - first <= best_count:
+            continue
+        count = len(set(words[first:end]))
+        if count > best_count:
+            best_first, best_count = first, count
+            if count == every:
                 break
-        if first < end:
-            word = words[first]
-            left = counts[word] - 1
-            if left:
-                counts[word] = left
-            else:
-                del counts[word]
-    return best_start, best_count
+    return best_first

@@ -38,8 +38,9 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import accumulate, compress
 from pathlib import Path
-from typing import Any, ClassVar, NoReturn
+from typing import Any, ClassVar, NoReturn, cast
 
 import tantivy
 
@@ -131,9 +132,17 @@ def analyze(text: str) -> list[str]:
 def index_terms(text: str, analysis: str = DEFAULT_ANALYSIS) -> list[str]:
     """The terms of ``text`` under ``analysis`` as the index holds them (CJK runs as
     bigrams, marked unless English): what a query asks of chunks of that analysis."""
+    return list(_query_terms(text, analysis))
+
+
+@functools.lru_cache(maxsize=1024)
+def _query_terms(text: str, analysis: str) -> tuple[str, ...]:
+    """``index_terms``, kept for the texts asked of it lately: a search asks for
+    its query's terms when the tool checks the query's size and again when
+    it builds the query."""
     if analysis == DEFAULT_ANALYSIS:
-        return _ANALYZER.analyze(cjk_bigrams(text))
-    return [term + MARK for term in _own_terms(text, analysis)]
+        return tuple(_ANALYZER.analyze(cjk_bigrams(text)))
+    return tuple(term + MARK for term in _own_terms(text, analysis))
 
 
 def indexed_text(text: str, analysis: str) -> str:
@@ -186,14 +195,20 @@ def phrase_terms(phrase: str, analysis: str = DEFAULT_ANALYSIS) -> list[tuple[in
     In English text a stop word leaves a gap; a chunk of another language
     is given to the index as its terms alone, one after the other.
     """
+    return list(_placed_terms(phrase, analysis))
+
+
+@functools.lru_cache(maxsize=1024)
+def _placed_terms(phrase: str, analysis: str) -> tuple[tuple[int, str], ...]:
+    """``phrase_terms``, kept as ``_query_terms`` is."""
     if analysis != DEFAULT_ANALYSIS:
-        return list(enumerate(index_terms(phrase, analysis)))
+        return tuple(enumerate(_query_terms(phrase, analysis)))
     placed = []
     for position, word in enumerate(_WORDS.analyze(cjk_bigrams(phrase))):
         terms = _ANALYZER.analyze(word)
         if terms:
             placed.append((position, terms[0]))
-    return placed
+    return tuple(placed)
 
 
 def query_size(text: str) -> tuple[int, int]:
@@ -863,38 +878,41 @@ def highlight(text: str, terms: dict[str, frozenset[str]], *, max_chars: int = 2
 def highlights(
     texts: Sequence[str], terms: dict[str, frozenset[str]], *, max_chars: int = 200
 ) -> list[str]:
-    """``highlight`` for each of ``texts``: the ASCII ones (most) all in one pass."""
-    found: list[list[tuple[int, int]]] = [[] for _ in texts]
-    keys: list[list[str] | None] = [None for _ in texts]
+    """``highlight`` for each of ``texts``: all but a few (CJK) in one pass."""
+    found: list[Matches | None] = [None for _ in texts]
     if terms:
         prefixes = _prefixes(terms)
         lowered = [text.lower() for text in texts]
-        # ASCII texts (most) in one batch, the other texts without CJK in another.
-        narrow = [i for i, text in enumerate(texts) if text.isascii()]
-        wide = [
+        # Every text without CJK whose length lower-casing keeps, in one batch.
+        batch = [
             i
             for i, text in enumerate(texts)
-            if not text.isascii() and len(lowered[i]) == len(text) and not has_cjk(text)
+            if text.isascii() or (len(lowered[i]) == len(text) and not has_cjk(text))
         ]
-        done = set()
-        for batch in (narrow, wide):
-            spans = _plain_spans([lowered[i] for i in batch], terms, prefixes)
-            if spans is not None:
-                for i, (found_spans, words) in zip(batch, spans, strict=True):
-                    found[i], keys[i] = found_spans, words
-                done.update(batch)
+        matches = _plain_spans([lowered[i] for i in batch], terms, prefixes) if batch else None
+        if matches is not None:
+            for i, matched in zip(batch, matches, strict=True):
+                found[i] = matched
         for i, text in enumerate(texts):
-            if i not in done:
-                found[i] = _matched_spans(text, terms, prefixes)
+            if found[i] is None:
+                spans = _matched_spans(text, terms, prefixes)
+                found[i] = ([start for start, _ in spans], [end for _, end in spans], None)
     return [
-        fragment_html(text, spans, max_chars, words) if spans else escape_html(text[:max_chars])
-        for text, spans, words in zip(texts, found, keys, strict=True)
+        fragment_html(text, matched[0], matched[1], max_chars, matched[2])
+        if matched is not None and matched[0]
+        else escape_html(text[:max_chars])
+        for text, matched in zip(texts, found, strict=True)
     ]
+
+
+#: Where the matched words of one text stand: their starts, their ends, and
+#: the words as the text writes them, lower-cased (None: not at hand).
+Matches = tuple[list[int], list[int], list[str] | None]
 
 
 def _plain_spans(
     lowered: list[str], terms: dict[str, frozenset[str]], prefixes: frozenset[str]
-) -> list[tuple[list[tuple[int, int]], list[str]]] | None:
+) -> list[Matches] | None:
     """Where the words the query matches stand in each of the ``lowered`` texts
     (lower-cased, no CJK), with those words as the texts write them
     (lower-cased); None when a word past ASCII does not fold to one.
@@ -907,69 +925,85 @@ def _plain_spans(
     as the index splits it and folded. The words found are stemmed together,
     once per analysis; each text then takes the analysis that matches most
     of its words (English on a tie).
+
+    Every step over the words found is one of Python's own loops in C (a
+    split, ``accumulate``, ``map``, ``compress``): a search finds a hundred
+    and more words, and a loop in Python over each, several times over, cost
+    more than the rest of the search together.
     """
-    if not lowered:
-        return []
     joined = " ".join(lowered)
-    bases, at = [], 0
-    for text in lowered:
-        bases.append(at)
-        at += len(text) + 1
+    bases = list(accumulate([len(text) + 1 for text in lowered[:-1]], initial=0))
+    bases.append(len(joined) + 1)
     wide = not joined.isascii()
     # In bytes, where translating is a table lookup: a "?" of the text is
     # punctuation, then every character past ASCII becomes a "?" and ``_PAST``.
     encoded = joined.replace("?", " ").encode("ascii", "replace")
     spaced = " " + encoded.translate(_SEPARATORS).decode("ascii") + " "
-    # A match starting at ``spaced[i]`` (the space) is a word at ``joined[i]``,
-    # and ends where the match does, less one.
-    matches = [match.span() for match in _starts(prefixes).finditer(spaced)]
-    if not wide:
-        spans = [(start, end - 1) for start, end in matches if end - start <= _LONGEST]
-        words = [joined[start:end] for start, end in spans]
-    else:
-        split = _wide_words(joined, spaced, matches, prefixes)
-        if split is None:
+    # The text between matches, the space before each word matched, and the
+    # word, in turn: a word starts in ``joined`` at the length of everything
+    # before it in ``spaced``, less the space that ``spaced`` starts with.
+    parts = _starts(prefixes).split(spaced)
+    at = list(accumulate(map(len, parts), initial=-1))
+    starts, ends, words = at[2::3], at[3::3], parts[2::3]
+    if wide:
+        # The words at characters past ASCII, which the pattern leaves out.
+        past = _past_words(joined, spaced, prefixes)
+        if past is None:
             return None
-        spans, words = split
+        for start, end, form in past:
+            at_word = bisect_left(starts, start)
+            starts.insert(at_word, start)
+            ends.insert(at_word, end)
+            words.insert(at_word, form)
     if not _STOPWORDS.isdisjoint(words):
         kept = [i for i, word in enumerate(words) if word not in _STOPWORDS]
-        spans = [spans[i] for i in kept]
-        words = [words[i] for i in kept]
-    stems = _stems(words, terms)
-    starts = [start for start, _ in spans]
-    out: list[tuple[list[tuple[int, int]], list[str]]] = []
+        starts, ends, words = _pick(kept, starts, ends, words)
+    matched_by = [
+        list(map(terms[analysis].__contains__, analysed))
+        for analysis, analysed in _stems(words, terms).items()
+    ]
+    out: list[Matches] = []
     first = 0
-    for number, base in enumerate(bases):
-        limit = bases[number + 1] if number + 1 < len(bases) else len(joined) + 1
-        last = bisect_left(starts, limit, first)
-        matched: list[int] = []
-        for analysis, analysed in stems.items():
-            wanted = terms[analysis]
-            hits = [i for i in range(first, last) if analysed[i] in wanted]
-            if len(hits) > len(matched):
-                matched = hits
-        out.append(
-            (
-                [(spans[i][0] - base, spans[i][1] - base) for i in matched],
-                [joined[spans[i][0] : spans[i][1]] for i in matched],
-            )
-        )
+    for number in range(len(lowered)):
+        base = bases[number]
+        last = bisect_left(starts, bases[number + 1], first)
+        chosen: list[bool] | None = None
+        most = 0
+        for matched in matched_by:
+            flags = matched[first:last]
+            count = flags.count(True)
+            if count > most:
+                chosen, most = flags, count
+        if chosen is None:
+            out.append(([], [], None))
+        else:
+            text_starts = list(compress(starts[first:last], chosen))
+            text_ends = list(compress(ends[first:last], chosen))
+            if wide:
+                keys = list(map(joined.__getitem__, map(slice, text_starts, text_ends)))
+            else:
+                keys = list(compress(words[first:last], chosen))
+            if base:
+                text_starts = [start - base for start in text_starts]
+                text_ends = [end - base for end in text_ends]
+            out.append((text_starts, text_ends, keys))
         first = last
     return out
 
 
-def _wide_words(
-    joined: str, spaced: str, matches: list[tuple[int, int]], prefixes: frozenset[str]
-) -> tuple[list[tuple[int, int]], list[str]] | None:
-    """``_plain_spans``'s words and their spans in a text with characters past
-    ASCII: each word holding one split as the index splits it, and folded."""
-    # The ASCII words: those the pattern found whole (not ended by a
-    # character past ASCII), as in an ASCII text.
-    spans = [
-        (start, end - 1)
-        for start, end in matches
-        if spaced[end] != _PAST and end - start <= _LONGEST
-    ]
+def _pick(
+    kept: list[int], starts: list[int], ends: list[int], words: list[str]
+) -> tuple[list[int], list[int], list[str]]:
+    return [starts[i] for i in kept], [ends[i] for i in kept], [words[i] for i in kept]
+
+
+def _past_words(
+    joined: str, spaced: str, prefixes: frozenset[str]
+) -> list[tuple[int, int, str]] | None:
+    """The words of ``joined`` that hold or touch a character past ASCII, which
+    ``_starts`` leaves to this: each as the index splits it, with where it
+    stands and its folded form, kept when it starts as a term does; None when
+    one does not fold to one word."""
     runs: list[tuple[int, int]] = []
     for run_start, run_end in _past_runs(spaced):
         start, end = run_start - 1, run_end - 1  # in ``joined``
@@ -978,21 +1012,17 @@ def _wide_words(
         while end < len(joined) and joined[end].isalnum():
             end += 1
         runs.extend(word.span() for word in _WORD.finditer(joined, start, end))
-    words = [joined[start:end] for start, end in spans]
     if not runs:
-        return spans, words
-    # The words around characters past ASCII, split and folded as the index
-    # does, kept when they start as a term does.
+        return []
+    runs = list(dict.fromkeys(runs))  # a word with two such characters is found twice
     forms = _FOLDED.analyze(" ".join(joined[start:end] for start, end in runs))
     if len(forms) != len(runs):
         return None
-    found = dict(zip(spans, words, strict=True))
-    for span, form in zip(runs, forms, strict=True):
-        if span not in found and form[:_PREFIX] in prefixes:
-            if len(joined[span[0] : span[1]].encode()) < _LONGEST:
-                found[span] = form
-    ordered = sorted(found)
-    return ordered, [found[span] for span in ordered]
+    return [
+        (start, end, form)
+        for (start, end), form in zip(runs, forms, strict=True)
+        if form[:_PREFIX] in prefixes and len(joined[start:end].encode()) < _LONGEST
+    ]
 
 
 def _past_runs(spaced: str) -> Iterator[tuple[int, int]]:
@@ -1010,15 +1040,38 @@ def _past_runs(spaced: str) -> Iterator[tuple[int, int]]:
 
 def _stems(words: list[str], terms: dict[str, frozenset[str]]) -> dict[str, list[str]]:
     """``words`` (folded) stemmed by each analysis of ``terms``, English first; an
-    analysis whose stemmer does not give one stem a word is left out (never seen)."""
-    joined = " ".join(words)
-    stems = {}
+    analysis whose stemmer does not give one stem a word is left out (never seen).
+
+    A word's stem is kept (``_STEMMED``): a store's words recur from search
+    to search, and looking a hundred of them up costs a fraction of stemming them.
+    """
+    stems: dict[str, list[str]] = {}
     for analysis in sorted(terms, key=lambda analysis: analysis != DEFAULT_ANALYSIS):
         stemmer = _STEMMERS[analysis]
-        analysed = stemmer.analyze(joined) if stemmer is not None and words else words
-        if len(analysed) == len(words):
-            stems[analysis] = analysed
+        if stemmer is None or not words:
+            stems[analysis] = words
+            continue
+        known = _STEMMED[analysis]
+        analysed = list(map(known.get, words))
+        if None in analysed:
+            if len(known) > _STEMMED_MOST:
+                # A new dict, not a cleared one: a search in another thread
+                # keeps the one it holds, whole.
+                known = _STEMMED[analysis] = {}
+            missing = list(dict.fromkeys(word for word in words if word not in known))
+            found = stemmer.analyze(" ".join(missing))
+            if len(found) != len(missing):
+                continue
+            known.update(zip(missing, found, strict=True))
+            analysed = list(map(known.get, words))
+        stems[analysis] = cast(list[str], analysed)
     return stems
+
+
+#: Each analysis's stems of the words highlighted so far, by word (folded).
+_STEMMED: dict[str, dict[str, str]] = {analysis: {} for analysis in ANALYSES}
+#: Words kept per analysis before starting afresh (some megabytes).
+_STEMMED_MOST = 200_000
 
 
 def _matched_spans(
@@ -1076,9 +1129,16 @@ def _prefixes(terms: dict[str, frozenset[str]]) -> frozenset[str]:
 @functools.lru_cache(maxsize=256)
 def _starts(prefixes: frozenset[str]) -> re.Pattern[str]:
     """The words starting with ``prefixes`` (ASCII ones) of a text as
-    ``_plain_spans`` writes it, each with the space before it."""
+    ``_plain_spans`` writes it, each with the space before it (the space and
+    the word each a group of the pattern, for ``re.split``)."""
+    # A word is matched whole (possessively) and only when a space or ASCII
+    # punctuation ends it: a word that runs into a character past ASCII is
+    # ``_past_words``', a word the index drops as too long nobody's.
+    longest = _LONGEST - 1 - _PREFIX
     alternatives = [
-        re.escape(prefix) + ("[a-z0-9]*" if len(prefix) == _PREFIX else "(?![a-z0-9])")
+        re.escape(prefix)
+        + (f"[a-z0-9]{{0,{longest}}}+" if len(prefix) == _PREFIX else "")
+        + "(?![a-z0-9\x01])"
         for prefix in sorted(prefixes)
         if prefix.isascii()
     ]
@@ -1087,7 +1147,7 @@ def _starts(prefixes: frozenset[str]) -> re.Pattern[str]:
     # The first letters as one class first: most words start otherwise, and
     # a class is one test where the alternatives are tried one by one.
     firsts = re.escape("".join(sorted({prefix[0] for prefix in prefixes if prefix.isascii()})))
-    return re.compile(f" (?=[{firsts}])(?:{'|'.join(alternatives)})")
+    return re.compile(f"( )(?=[{firsts}])({'|'.join(alternatives)})")
 
 
 #: Stands for a character past ASCII in the text ``_plain_spans`` searches.

@@ -389,37 +389,62 @@ def _search_rows(
 ) -> list[dict[str, Any]]:
     if not values:
         return []
-    marks = ",".join("?" * len(values))
-    rows = conn.execute(
+    cursor = conn.cursor()
+    cursor.row_factory = None  # plain tuples, unpacked by name below: a search's hot path
+    rows = cursor.execute(_search_rows_sql(column, len(values)), list(values)).fetchall()
+    return [
+        {
+            "chunk_id": chunk_id,
+            "report_id": report_id,
+            "document_id": document_id,
+            "title": title,
+            "date": date or None,
+            "text": text,
+            "tags": {} if tags == "{}" else json.loads(tags),
+            "position": position,
+            "start_ms": start_ms,
+            "end_ms": end_ms,
+            "heading_path": heading_path(stored_path),
+            "kind": kind,
+            "document_title": document_title,
+            "source": source,
+            "_evidence": source_kind == "workspace",
+            "_workspace": workspace_id,
+            "_rowid": rowid,
+        }
+        for (
+            chunk_id,
+            report_id,
+            document_id,
+            title,
+            date,
+            text,
+            tags,
+            position,
+            start_ms,
+            end_ms,
+            stored_path,
+            kind,
+            document_title,
+            source,
+            source_kind,
+            rowid,
+            workspace_id,
+        ) in rows
+    ]
+
+
+@lru_cache(maxsize=128)
+def _search_rows_sql(column: str, count: int) -> str:
+    """``_search_rows``' statement for ``count`` values: one text per count, so
+    that SQLite's statement cache serves every search after the first."""
+    return (
         f"SELECT c.chunk_id, c.report_id, d.document_id, r.title, {CHUNK_DATE} AS date, "
         "c.text, r.tags, "
         "c.position, c.start_ms, c.end_ms, c.heading_path, d.kind, d.title AS document_title, "
         "s.name AS source, s.kind AS source_kind, c.id AS rowid, e.workspace_id "
-        f"{_HITS_FROM} WHERE {column} IN ({marks}) AND {SEARCHABLE}",
-        list(values),
-    ).fetchall()
-    return [
-        {
-            "chunk_id": row["chunk_id"],
-            "report_id": row["report_id"],
-            "document_id": row["document_id"],
-            "title": row["title"],
-            "date": row["date"] or None,
-            "text": row["text"],
-            "tags": json.loads(row["tags"]),
-            "position": row["position"],
-            "start_ms": row["start_ms"],
-            "end_ms": row["end_ms"],
-            "heading_path": heading_path(row["heading_path"]),
-            "kind": row["kind"],
-            "document_title": row["document_title"],
-            "source": row["source"],
-            "_evidence": row["source_kind"] == "workspace",
-            "_workspace": row["workspace_id"],
-            "_rowid": row["rowid"],
-        }
-        for row in rows
-    ]
+        f"{_HITS_FROM} WHERE {column} IN ({','.join('?' * count)}) AND {SEARCHABLE}"
+    )
 
 
 def candidate_rows(

@@ -13,6 +13,7 @@ import re
 
 import pytest
 
+import researchstore.index as word_index
 from researchstore.index import MARK, analyze, highlight, highlights, index_terms
 
 TEXTS = [
@@ -94,3 +95,18 @@ def test_a_text_holding_the_marks_own_characters_is_still_escaped() -> None:
     snippet = highlight(text, {"en": frozenset(index_terms("mites"))})
     assert "<b>mites</b>" in snippet
     assert "&lt;b&gt;" in snippet and "\x02" in snippet and "&amp;" in snippet
+
+
+def test_stems_kept_from_search_to_search_change_no_snippet(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    russian = frozenset(term.removesuffix(MARK) for term in index_terms("мир", "ru"))
+    terms = {"en": frozenset(index_terms(QUERY)), "ru": russian}
+    texts = [*TEXTS, "Привет мир: «мир» и мировой mites"]
+    monkeypatch.setattr(word_index, "_STEMMED", {analysis: {} for analysis in word_index._STEMMED})
+    cold = highlights(texts, terms)
+    assert highlights(texts, terms) == cold
+    # A full store of stems starts afresh, with the same snippets.
+    monkeypatch.setattr(word_index, "_STEMMED_MOST", 1)
+    assert highlights(texts, terms) == cold
+    assert [highlight(text, terms) for text in texts] == cold
