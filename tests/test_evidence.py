@@ -30,6 +30,7 @@ from helpers import (
     CLI,
     FORMATS,
     OTHER_WORKSPACE,
+    SEED_FORMATS,
     WORKSPACE,
     Site,
     load_schema,
@@ -104,6 +105,13 @@ def evidence_site(site: Site) -> Site:
                 content_type="text/plain; charset=utf-8",
             ),
             "/long.html": static(long_page),
+            "/dated.html": static(
+                page(
+                    "Dated survey",
+                    "<p>Otters returned to the lower river after the weir was removed.</p>",
+                    head='<meta property="article:published_time" content="2025-03-04T08:00:00Z">',
+                )
+            ),
             "/nodes.html": static(page("Nodes", "<p>x</p>" * 4000)),
             "/meta.html": static(
                 b"<html><head><title>Only a title</title><meta name=description "
@@ -301,7 +309,9 @@ def test_a_page_becomes_searchable_workspace_evidence(
     # The navigation tools reach it like any document.
     def navigate(name: str, args: dict[str, Any]) -> dict[str, Any]:
         envelope = call_tool(evidence_store, name, args)
-        jsonschema.validate(envelope, output_schema(name), format_checker=FORMATS)
+        # An undated page's chunk answers "" as seed 000's required date (helpers).
+        formats = SEED_FORMATS if name == "research_get_chunk" else FORMATS
+        jsonschema.validate(envelope, output_schema(name), format_checker=formats)
         return envelope
 
     parents = navigate("get_chunk_parents", {"id": hit["chunk_id"]})
@@ -325,6 +335,29 @@ def test_a_page_becomes_searchable_workspace_evidence(
     evidence_store.rebuild_index()
     assert len(search(evidence_store, "varroa", WORKSPACE)) == 1
     assert search(evidence_store, "varroa") == []
+
+
+def test_evidence_is_dated_by_its_page_never_by_the_day_it_was_retrieved(
+    evidence_store: Store, evidence_site: Site
+) -> None:
+    undated = call(evidence_store, arguments(evidence_site.url("/article.html"), language="en"))
+    dated = call(evidence_store, arguments(evidence_site.url("/dated.html"), language="en"))
+    assert outcome(undated) == outcome(dated) == ("ready", None)
+    [hit] = search(evidence_store, "varroa", WORKSPACE)
+    assert hit["date"] is None  # the page says no date: retrieved_at is when it was fetched
+    assert undated["result"]["provenance"]["retrieved_at"]
+    [otter] = search(evidence_store, "otters weir", WORKSPACE)
+    assert otter["date"] == "2025-03-04"
+    for found, date in ((hit, None), (otter, "2025-03-04")):
+        report = call_tool(evidence_store, "research_get_report", {"report_id": found["report_id"]})
+        assert report["result"]["report"]["date"] == date
+    in_range = {"date_from": "2025-01-01", "date_to": "2025-12-31"}
+    envelope = call_tool(
+        evidence_store,
+        "research_chunk_search",
+        {"query": "varroa OR otters", "workspace_id": WORKSPACE, **in_range},
+    )
+    assert [h["chunk_id"] for h in envelope["result"]["hits"]] == [otter["chunk_id"]]
 
 
 def test_plain_text_and_a_declared_language_mismatch(

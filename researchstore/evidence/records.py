@@ -16,7 +16,7 @@ import uuid
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from researchstore.dates import stamp
+from researchstore.dates import NO_DATE, stamp
 from researchstore.errors import ResearchStoreError
 from researchstore.evidence.config import RetrievalConfig
 from researchstore.evidence.outcome import Outcome, clip
@@ -121,7 +121,9 @@ def write_evidence(
         parsed=document,
         drafts=drafts,
         title=title,
-        date=document.date or now.date().isoformat(),
+        # The page's own date, if it has one; never the day it was retrieved
+        # (``retrieved_at`` says that), which a date filter would take for its date.
+        date=document.date or NO_DATE,
         tags=tags,
         content_hash=content_hash,
         existing_id=known["live_report_id"] if known is not None else None,
