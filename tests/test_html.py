@@ -358,6 +358,13 @@ def test_structures(body: str, expected: list[tuple[str, str]]) -> None:
         # A part gives it away inside a longer word.
         ({"class": "mysidebarright"}, True),
         ({"id": "SkipLinks"}, True),
+        # ARIA and microdata the page declares.
+        ({"role": "button"}, True),
+        ({"aria-modal": "true"}, True),
+        ({"itemprop": "author"}, True),
+        ({"itemprop": "articleBody"}, False),
+        ({"itemtype": "https://schema.org/Comment"}, True),
+        ({"itemtype": "https://schema.org/NewsArticle"}, False),
     ],
 )
 def test_is_boilerplate(attributes: dict[str, str | None], boilerplate: bool) -> None:

@@ -62,7 +62,10 @@ MAX_BYTES = 20_000_000
 _GROW = 1.5
 
 _DROP_SELECTOR = ",".join(DROP_TAGS)
-_ATTRIBUTE_SELECTOR = f":is([class],[id],[role],[aria-label]):not({','.join(NEVER_BOILERPLATE)})"
+_ATTRIBUTE_SELECTOR = (
+    f":is([class],[id],[role],[aria-label],[aria-modal],[itemprop],[itemtype])"
+    f":not({','.join(NEVER_BOILERPLATE)})"
+)
 _HIDDEN_SELECTOR = '[hidden],[aria-hidden="true" i],[style*="none" i],[style*="hidden" i]'
 
 #: How many elements with an id, class, role... are looked at for boilerplate.
