@@ -273,3 +273,15 @@ def test_a_control_or_a_modal_window_declared_by_aria_goes() -> None:
     text = text_of(page(body))
     assert "flere arter" in text
     assert "Vis bildet" not in text and "mehr Arten" not in text
+
+
+def test_a_short_figure_caption_goes_and_a_caption_that_reads_as_prose_stays() -> None:
+    long_caption = NORSK.strip()
+    body = (
+        f"<article><p>{NORSK * 3}</p><figure><img src='a.jpg'><figcaption>Foto: Kari Nordmann"
+        f"</figcaption></figure><p>{NORSK * 2}</p><figure><img src='b.jpg'>"
+        f"<figcaption>{long_caption}</figcaption></figure><p>{NORSK * 2}</p></article>"
+    )
+    text = text_of(page(body))
+    assert "Kari Nordmann" not in text
+    assert text.count("flere arter") == 8

@@ -27,7 +27,7 @@ from researchstore.ingest.decode import (
     normalize_language,
     unreadable,
 )
-from researchstore.ingest.edges import is_prose, trim_edges
+from researchstore.ingest.edges import PROSE_CHARS, is_prose, trim_edges
 from researchstore.ingest.html_rules import (
     BREAK,
     DATE_KEYS,
@@ -621,7 +621,12 @@ class _Walker:
                 # Phrasing content only (the parser closes a <p> before any
                 # block), so one call in C reads it all.
                 self._flush()
-                self._emit(_leaf_text(node), "paragraph", _link_chars(node))
+                text = _leaf_text(node)
+                if tag == "figcaption" and len(text) < PROSE_CHARS:
+                    # A line under a picture (its credit, a label) is not the
+                    # article's text; a caption that reads as prose is.
+                    continue
+                self._emit(text, "paragraph", _link_chars(node))
             elif tag in HEADINGS:
                 self._heading(node, HEADINGS[tag])
             elif tag in LISTS or tag == "li":
