@@ -285,3 +285,15 @@ def test_a_short_figure_caption_goes_and_a_caption_that_reads_as_prose_stays() -
     text = text_of(page(body))
     assert "Kari Nordmann" not in text
     assert text.count("flere arter") == 8
+
+
+def test_an_article_whose_sections_sit_right_inside_the_body_is_read_whole() -> None:
+    body = (
+        f"<nav><ul>{links(STRIP)}</ul></nav>"
+        f"<blockquote>{f'<p>{NORSK * 2}</p>' * 4}</blockquote>"
+        f"<blockquote>{f'<p>{DEUTSCH * 2}</p>' * 2}</blockquote>"
+        f"<blockquote><p>Kortere del. {NORSK * 2}</p></blockquote>"
+    )
+    text = text_of(page(body))
+    assert "flere arter" in text and "mehr Arten" in text and "Kortere del" in text
+    assert "Strømpris" not in text

@@ -506,10 +506,11 @@ def _densest(
                 top = ancestor
                 break
     # An ancestor holding much more paragraph text, not as links, holds the
-    # rest of the article (sections set apart from the densest one).
+    # rest of the article (sections set apart from the densest one), up to
+    # the <body> itself when the sections sit right inside it.
     density_checks = 0
     for ancestor in list(_ancestors(top)):
-        if ancestor.tag in ("body", "html") or density_checks >= 10:
+        if ancestor.tag == "html" or density_checks >= 10:
             break
         if chars.get(ancestor.mem_id, 0) >= _GROW * chars.get(top.mem_id, 0):
             density_checks += 1
