@@ -297,3 +297,15 @@ def test_an_article_whose_sections_sit_right_inside_the_body_is_read_whole() -> 
     text = text_of(page(body))
     assert "flere arter" in text and "mehr Arten" in text and "Kortere del" in text
     assert "Strømpris" not in text
+
+
+def test_a_heading_after_the_articles_last_paragraph_goes() -> None:
+    # What it heads holds no prose: the title of a teaser or a box, in any
+    # language; the article's own sections hold paragraphs.
+    body = (
+        f"<article><h1>Humler ved elva</h1><p>{NORSK * 3}</p><h2>Metode</h2><p>{NORSK * 2}</p>"
+        "<h3>Fra arkivet</h3><p>Humlene kom tilbake i år.</p></article>"
+    )
+    text = text_of(page(body))
+    assert "Humler ved elva" in text and "Metode" in text
+    assert "Fra arkivet" not in text

@@ -14,8 +14,9 @@ its text inside links, and keeps:
   "read also" teaser, a list of related links), and the short line with no
   sentence in it right before such a block, which introduces it;
 - before the first and after the last paragraph of prose, the blocks that
-  read as text: headings (not a trailing one with nothing kept after it),
-  and blocks mostly not links that are long or end a sentence.
+  read as text: before it headings, and on both sides blocks mostly not
+  links that are long or end a sentence (after the article, no heading: the
+  section it starts holds no prose, it is a strip's or a teaser's title).
 
 A page with no paragraph of prose at all (a listing, a form, a table) is
 left as it is: there is no article to trim around.
@@ -98,8 +99,11 @@ def trim_edges(blocks: Sequence[Block], link_shares: Sequence[float]) -> list[Bl
         else:
             # The line right after the article (a signature, a source) is
             # its end; what follows is judged as a strip.
+            # A heading there heads no prose: a strip's or a teaser's title.
             close = position == last + 1 and share < _EDGE_LINKS
-            keep = close or _reads_as_text(block, share, _TAIL_TEXT_CHARS)
+            keep = block.kind != "heading" and (
+                close or _reads_as_text(block, share, _TAIL_TEXT_CHARS)
+            )
         if keep:
             kept.append(block)
     return _without_empty_sections(kept)
