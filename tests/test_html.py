@@ -330,6 +330,11 @@ def test_text_in_bare_divs_is_read() -> None:
         pytest.param(
             "<p>   </p><div>\n\t</div><p><img src=x></p><h2> </h2>", [], id="no-empty-blocks"
         ),
+        pytest.param(
+            "<div><p>Before.</p><?php share_button(); ?><p>After.</p></div>",
+            [("paragraph", "Before."), ("paragraph", "After.")],
+            id="processing-instruction",
+        ),
     ],
 )
 def test_structures(body: str, expected: list[tuple[str, str]]) -> None:

@@ -604,7 +604,9 @@ class _Walker:
                 # Whitespace is collapsed once, when the paragraph is flushed.
                 self._parts.append(node.text_content or "")
                 continue
-            if tag[0] == "-":  # a comment or the document
+            if not tag or tag[0] == "-":
+                # A comment, the document, or a processing instruction
+                # (<?php ... ?>, <?xml ...?>), which has no tag name at all.
                 continue
             if tag == "a" and "href" in node.attributes:
                 # A link's text in one call: its length is what tells a link
