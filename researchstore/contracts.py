@@ -152,6 +152,7 @@ _DOCUMENT_FIELDS: Schema = {
     "token_count": _COUNT,
     "created_at": _TIMESTAMP,
     "encoding": _nullable(_STRING),
+    "date_source": _nullable(_STRING),
 }
 
 DOCUMENT: Schema = _object(_DOCUMENT_FIELDS)

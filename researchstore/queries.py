@@ -232,7 +232,7 @@ def get_chunk_parents(conn: sqlite3.Connection, chunk_id: str) -> list[dict[str,
 _DOCUMENT_COLUMNS = (
     "d.id, d.document_id, d.report_id, d.path, d.name, d.kind, d.title, d.description, "
     "d.language, d.date, d.status, d.reason, d.skipped, d.chunk_count, d.token_count, "
-    "d.created_at, d.encoding"
+    "d.created_at, d.encoding, d.date_source"
 )
 
 
@@ -256,6 +256,7 @@ def _document(row: Sequence[Any]) -> dict[str, Any]:
         token_count,
         created_at,
         encoding,
+        date_source,
     ) = row
     return {
         "document_id": document_id,
@@ -274,6 +275,9 @@ def _document(row: Sequence[Any]) -> dict[str, Any]:
         "token_count": token_count,
         "created_at": created_at,
         "encoding": encoding,
+        # Where the page's own date came from (meta, time, json-ld, byline);
+        # None when it has none and its chunks carry the report's date.
+        "date_source": date_source,
     }
 
 

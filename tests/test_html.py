@@ -115,7 +115,8 @@ def test_blocks_in_reading_order(page_blocks: list[Block]) -> None:
         ("code", "trap   count\nnorth  104"),
         ("quote", "A poplar hawk-moth landed on my hand.\nIt stayed a minute."),
         ("list", "Sugaring\n  Painting a sweet mix on tree bark."),
-        ("paragraph", "An elephant hawk-moth at 1 am."),
+        # The figure's one-line caption is the picture's label, not text
+        # (test_html_structure: one that reads as prose stays).
     ]
 
 
@@ -329,6 +330,11 @@ def test_text_in_bare_divs_is_read() -> None:
         pytest.param(
             "<p>   </p><div>\n\t</div><p><img src=x></p><h2> </h2>", [], id="no-empty-blocks"
         ),
+        pytest.param(
+            "<div><p>Before.</p><?php share_button(); ?><p>After.</p></div>",
+            [("paragraph", "Before."), ("paragraph", "After.")],
+            id="processing-instruction",
+        ),
     ],
 )
 def test_structures(body: str, expected: list[tuple[str, str]]) -> None:
@@ -358,6 +364,13 @@ def test_structures(body: str, expected: list[tuple[str, str]]) -> None:
         # A part gives it away inside a longer word.
         ({"class": "mysidebarright"}, True),
         ({"id": "SkipLinks"}, True),
+        # ARIA and microdata the page declares.
+        ({"role": "button"}, True),
+        ({"aria-modal": "true"}, True),
+        ({"itemprop": "author"}, True),
+        ({"itemprop": "articleBody"}, False),
+        ({"itemtype": "https://schema.org/Comment"}, True),
+        ({"itemtype": "https://schema.org/NewsArticle"}, False),
     ],
 )
 def test_is_boilerplate(attributes: dict[str, str | None], boilerplate: bool) -> None:

@@ -230,3 +230,82 @@ def test_text_is_in_nfc_form() -> None:
     # U+09DF (য়) has no NFC form of its own: it is U+09AF U+09BC.
     body = f"<article><p>\u0995\u09c1\u09b7\u09cd\u099f\u09bf\u09df\u09be {NORSK * 2}</p></article>"
     assert text_of(page(body)).startswith("\u0995\u09c1\u09b7\u09cd\u099f\u09bf\u09af\u09bc\u09be ")
+
+
+def test_the_short_line_that_introduces_a_link_strip_inside_the_article_goes_with_it() -> None:
+    body = (
+        f"<article><p>{NORSK * 3}</p><p><strong>Les også:</strong></p><p>{links(STRIP[:3])}</p>"
+        f"<p><strong>Kort om humler</strong></p><p>{NORSK * 2}</p></article>"
+    )
+    text = text_of(page(body))
+    assert "Valgresultat" not in text
+    assert "Les også" not in text
+    # A short line before running text is a subheading of the article: it stays.
+    assert "Kort om humler" in text
+
+
+def test_the_authors_box_declared_by_microdata_goes() -> None:
+    bio = "Kari skriver om natur og dyreliv, og hun har fotografert humler i mange år."
+    body = (
+        f"<article><div class='entry'><p>{DEUTSCH * 3}</p><p>{DEUTSCH * 2}</p></div>"
+        f"<div class='box' itemprop='author' itemscope><p>{bio}</p></div></article>"
+    )
+    text = text_of(page(body))
+    assert "mehr Arten" in text
+    assert "Kari skriver" not in text
+
+
+def test_comments_declared_by_microdata_go() -> None:
+    comment = "Takk for en fin artikkel om humlene ved elva, jeg har sett mange av dem i år."
+    body = (
+        f"<article><p>{NORSK * 3}</p><p>{NORSK * 2}</p>"
+        f'<div itemscope itemtype="https://schema.org/Comment"><p>{comment}</p></div></article>'
+    )
+    assert "Takk for" not in text_of(page(body))
+
+
+def test_a_control_or_a_modal_window_declared_by_aria_goes() -> None:
+    body = (
+        f"<div aria-modal='true'><p>{DEUTSCH}</p></div>"
+        f"<article><p>{NORSK * 3}</p><div role='button'>Vis bildet</div>"
+        f"<p>{NORSK * 2}</p></article>"
+    )
+    text = text_of(page(body))
+    assert "flere arter" in text
+    assert "Vis bildet" not in text and "mehr Arten" not in text
+
+
+def test_a_short_figure_caption_goes_and_a_caption_that_reads_as_prose_stays() -> None:
+    long_caption = NORSK.strip()
+    body = (
+        f"<article><p>{NORSK * 3}</p><figure><img src='a.jpg'><figcaption>Foto: Kari Nordmann"
+        f"</figcaption></figure><p>{NORSK * 2}</p><figure><img src='b.jpg'>"
+        f"<figcaption>{long_caption}</figcaption></figure><p>{NORSK * 2}</p></article>"
+    )
+    text = text_of(page(body))
+    assert "Kari Nordmann" not in text
+    assert text.count("flere arter") == 8
+
+
+def test_an_article_whose_sections_sit_right_inside_the_body_is_read_whole() -> None:
+    body = (
+        f"<nav><ul>{links(STRIP)}</ul></nav>"
+        f"<blockquote>{f'<p>{NORSK * 2}</p>' * 4}</blockquote>"
+        f"<blockquote>{f'<p>{DEUTSCH * 2}</p>' * 2}</blockquote>"
+        f"<blockquote><p>Kortere del. {NORSK * 2}</p></blockquote>"
+    )
+    text = text_of(page(body))
+    assert "flere arter" in text and "mehr Arten" in text and "Kortere del" in text
+    assert "Strømpris" not in text
+
+
+def test_a_heading_after_the_articles_last_paragraph_goes() -> None:
+    # What it heads holds no prose: the title of a teaser or a box, in any
+    # language; the article's own sections hold paragraphs.
+    body = (
+        f"<article><h1>Humler ved elva</h1><p>{NORSK * 3}</p><h2>Metode</h2><p>{NORSK * 2}</p>"
+        "<h3>Fra arkivet</h3><p>Humlene kom tilbake i år.</p></article>"
+    )
+    text = text_of(page(body))
+    assert "Humler ved elva" in text and "Metode" in text
+    assert "Fra arkivet" not in text

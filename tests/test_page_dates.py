@@ -208,6 +208,13 @@ def test_a_pages_own_date_wins_over_its_report_json_date(tmp_path: Path) -> None
                 ("dated.html", "2025-06-30", "meta"),
                 ("plain.html", None, None),
             ]
+        # get_document says where a document's own date came from.
+        sources = {}
+        for word in MIXED:
+            document_id = hits(store, word)[0]["document_id"]
+            document = ok(store.call("get_document", {"id": document_id}))["document"]
+            sources[word] = (document["date"], document["date_source"])
+        assert sources == {"ownpageword": ("2025-06-30", "meta"), "plainpageword": (None, None)}
         # A rebuilt index and a re-ingest of a changed page give the same dates.
         assert store.rebuild_index() > 0
         assert_mixed_dates(store)

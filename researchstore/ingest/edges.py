@@ -11,10 +11,12 @@ its text inside links, and keeps:
 
 - every heading and every block of prose between the first and the last
   paragraph of prose, except blocks mostly made of links (an inline
-  "read also" teaser, a list of related links);
+  "read also" teaser, a list of related links), and the short line with no
+  sentence in it right before such a block, which introduces it;
 - before the first and after the last paragraph of prose, the blocks that
-  read as text: headings (not a trailing one with nothing kept after it),
-  and blocks mostly not links that are long or end a sentence.
+  read as text: before it headings, and on both sides blocks mostly not
+  links that are long or end a sentence (after the article, no heading: the
+  section it starts holds no prose, it is a strip's or a teaser's title).
 
 A page with no paragraph of prose at all (a listing, a form, a table) is
 left as it is: there is no article to trim around.
@@ -65,6 +67,16 @@ def _reads_as_text(block: Block, link_share: float, min_chars: int) -> bool:
     return len(text) >= min_chars or _SENTENCE_END.search(text) is not None
 
 
+def _is_label(block: Block) -> bool:
+    """A short line of text that is no sentence: what introduces a strip."""
+    return (
+        block.kind == "paragraph"
+        and len(block.text) < _TAIL_TEXT_CHARS
+        and "\n" not in block.text
+        and _SENTENCE_END.search(block.text) is None
+    )
+
+
 def trim_edges(blocks: Sequence[Block], link_shares: Sequence[float]) -> list[Block]:
     """The blocks without the chrome at the edges of the article (see the module)."""
     prose = [
@@ -79,13 +91,19 @@ def trim_edges(blocks: Sequence[Block], link_shares: Sequence[float]) -> list[Bl
     for position, (block, share) in enumerate(zip(blocks, link_shares, strict=True)):
         if first <= position <= last:
             keep = block.kind == "heading" or share < _INNER_LINKS
+            if not keep and kept and kept[-1] is blocks[position - 1] and _is_label(kept[-1]):
+                # The short line that introduced the strip ("Read also:") goes with it.
+                kept.pop()
         elif position < first:
             keep = _reads_as_text(block, share, _LEAD_TEXT_CHARS)
         else:
             # The line right after the article (a signature, a source) is
             # its end; what follows is judged as a strip.
+            # A heading there heads no prose: a strip's or a teaser's title.
             close = position == last + 1 and share < _EDGE_LINKS
-            keep = close or _reads_as_text(block, share, _TAIL_TEXT_CHARS)
+            keep = block.kind != "heading" and (
+                close or _reads_as_text(block, share, _TAIL_TEXT_CHARS)
+            )
         if keep:
             kept.append(block)
     return _without_empty_sections(kept)

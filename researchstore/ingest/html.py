@@ -27,7 +27,7 @@ from researchstore.ingest.decode import (
     normalize_language,
     unreadable,
 )
-from researchstore.ingest.edges import is_prose, trim_edges
+from researchstore.ingest.edges import PROSE_CHARS, is_prose, trim_edges
 from researchstore.ingest.html_rules import (
     BREAK,
     DATE_KEYS,
@@ -62,7 +62,10 @@ MAX_BYTES = 20_000_000
 _GROW = 1.5
 
 _DROP_SELECTOR = ",".join(DROP_TAGS)
-_ATTRIBUTE_SELECTOR = f":is([class],[id],[role],[aria-label]):not({','.join(NEVER_BOILERPLATE)})"
+_ATTRIBUTE_SELECTOR = (
+    f":is([class],[id],[role],[aria-label],[aria-modal],[itemprop],[itemtype])"
+    f":not({','.join(NEVER_BOILERPLATE)})"
+)
 _HIDDEN_SELECTOR = '[hidden],[aria-hidden="true" i],[style*="none" i],[style*="hidden" i]'
 
 #: How many elements with an id, class, role... are looked at for boilerplate.
@@ -503,10 +506,11 @@ def _densest(
                 top = ancestor
                 break
     # An ancestor holding much more paragraph text, not as links, holds the
-    # rest of the article (sections set apart from the densest one).
+    # rest of the article (sections set apart from the densest one), up to
+    # the <body> itself when the sections sit right inside it.
     density_checks = 0
     for ancestor in list(_ancestors(top)):
-        if ancestor.tag in ("body", "html") or density_checks >= 10:
+        if ancestor.tag == "html" or density_checks >= 10:
             break
         if chars.get(ancestor.mem_id, 0) >= _GROW * chars.get(top.mem_id, 0):
             density_checks += 1
@@ -600,7 +604,9 @@ class _Walker:
                 # Whitespace is collapsed once, when the paragraph is flushed.
                 self._parts.append(node.text_content or "")
                 continue
-            if tag[0] == "-":  # a comment or the document
+            if not tag or tag[0] == "-":
+                # A comment, the document, or a processing instruction
+                # (<?php ... ?>, <?xml ...?>), which has no tag name at all.
                 continue
             if tag == "a" and "href" in node.attributes:
                 # A link's text in one call: its length is what tells a link
@@ -618,7 +624,12 @@ class _Walker:
                 # Phrasing content only (the parser closes a <p> before any
                 # block), so one call in C reads it all.
                 self._flush()
-                self._emit(_leaf_text(node), "paragraph", _link_chars(node))
+                text = _leaf_text(node)
+                if tag == "figcaption" and len(text) < PROSE_CHARS:
+                    # A line under a picture (its credit, a label) is not the
+                    # article's text; a caption that reads as prose is.
+                    continue
+                self._emit(text, "paragraph", _link_chars(node))
             elif tag in HEADINGS:
                 self._heading(node, HEADINGS[tag])
             elif tag in LISTS or tag == "li":

@@ -76,8 +76,13 @@ _DEPTH_STEPS = _DepthSteps()
 
 _BOILERPLATE_ROLES = frozenset(
     "navigation menu menubar banner contentinfo complementary search dialog alertdialog "
-    "toolbar tablist".split()
+    "toolbar tablist button".split()
 )
+#: Microdata properties that name what is about the article, not the article:
+#: its author's box (a bio, a portrait, links to profiles).
+_BOILERPLATE_ITEMPROPS = frozenset(("author", "creator"))
+#: Microdata types of comments and reviews by readers.
+_COMMENT_TYPE = re.compile(r"schema\.org/(?:Comment|Review|UserComments)\b", re.IGNORECASE)
 # Whole words in an id or class (split at anything but letters).
 _BOILERPLATE_WORDS = (
     "nav navs menu menus submenu navbar breadcrumb breadcrumbs crumbs sidebar share shares "
@@ -239,11 +244,13 @@ def is_boilerplate(attributes: dict[str, str | None]) -> bool:
 def boilerplate_evidence(attributes: dict[str, str | None]) -> str | None:
     """How an element's attributes mark it as chrome, if they do.
 
-    ``"role"``: an ARIA landmark or label the page declares (navigation,
-    banner, contentinfo...); ``"comments"``: a comment section, prose that is
-    not the article; ``"name"``: a word in its id or class, which a layout
-    wrapper around the article can carry too (``"entry share"``,
-    ``"elementor-widget"``), so structure may overrule it.
+    ``"role"``: an ARIA landmark, label or modal the page declares
+    (navigation, banner, contentinfo, a dialog, a control), or microdata
+    naming the author's box; ``"comments"``: a comment section (by its name
+    or its microdata type), prose that is not the article; ``"name"``: a
+    word in its id or class, which a layout wrapper around the article can
+    carry too (``"entry share"``, ``"elementor-widget"``), so structure may
+    overrule it.
     """
     role = attributes.get("role")
     if role and role.lower() in _BOILERPLATE_ROLES:
@@ -251,6 +258,14 @@ def boilerplate_evidence(attributes: dict[str, str | None]) -> str | None:
     label = attributes.get("aria-label")
     if label and _BOILERPLATE_LABEL.search(label):
         return "role"
+    if (attributes.get("aria-modal") or "").lower() == "true":
+        return "role"
+    itemprop = attributes.get("itemprop")
+    if itemprop and not _BOILERPLATE_ITEMPROPS.isdisjoint(itemprop.split()):
+        return "role"
+    itemtype = attributes.get("itemtype")
+    if itemtype and _COMMENT_TYPE.search(itemtype):
+        return "comments"
     return _name_evidence(f"{attributes.get('class') or ''} {attributes.get('id') or ''}")
 
 
