@@ -21,6 +21,9 @@ Rust panic, which Python sees as a ``BaseException``) leaves here as
 ``IndexDamaged``. ``verify`` reads every file back against its checksum.
 An I/O error from Tantivy leaves as the ``OSError`` it names, so a full
 disk is told apart from damage.
+
+Snippets are cut from a hit's own text by ``highlight.Highlighter``, with
+the analyzers made here (``HIGHLIGHTER``).
 """
 
 from __future__ import annotations
@@ -34,13 +37,11 @@ import re
 import sqlite3
 import struct
 import zlib
-from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from itertools import accumulate, compress
 from pathlib import Path
-from typing import Any, ClassVar, NoReturn, cast
+from typing import Any, ClassVar, NoReturn
 
 import tantivy
 
@@ -53,14 +54,12 @@ from researchstore.derived import (
     is_panic,
 )
 from researchstore.filters import SearchFilters, tag_terms
-from researchstore.fragments import escape_html, fragment_html, original_spans
+from researchstore.highlight import Highlighter, WordAnalysis
 from researchstore.language import (
     ANALYSES,
     DEFAULT_ANALYSIS,
     analysis_key,
     cjk_bigrams,
-    cjk_bigrams_with_offsets,
-    has_cjk,
 )
 
 #: Bump when the fields or the analyzer change: older indexes are rebuilt.
@@ -797,7 +796,7 @@ class SearchIndex:
         callers that have one.
         """
         terms = query.terms if isinstance(query, WordQuery) else {}
-        return highlights(texts, terms, max_chars=max_chars)
+        return HIGHLIGHTER.highlights(texts, terms, max_chars=max_chars)
 
 
 def _unmarked(terms: list[str], analysis: str) -> list[str]:
@@ -837,351 +836,29 @@ class WordQuery:
     terms: dict[str, frozenset[str]]
 
 
-# A text's words lower-cased and folded, one for one with the words
-# ``_WORDS`` splits it into (nothing is dropped); then each analysis's
-# stemmer alone, for words already folded.
-_FOLDED = (
-    tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-    .filter(tantivy.Filter.lowercase())
-    .filter(tantivy.Filter.ascii_fold())
-    .build()
-)
-_STEMMERS = {
-    analysis: (
-        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace())
-        .filter(tantivy.Filter.stemmer(stemmer))
-        .build()
-        if stemmer is not None
-        else None
+#: The index's words as highlighting finds them in a hit's own text: split
+#: as the index splits them, then lower-cased and folded (one for one,
+#: nothing dropped); then each analysis's stemmer alone, for words folded.
+HIGHLIGHTER = Highlighter(
+    WordAnalysis(
+        words=_WORDS,
+        folded=tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.ascii_fold())
+        .build(),
+        stemmers={
+            analysis: (
+                tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace())
+                .filter(tantivy.Filter.stemmer(stemmer))
+                .build()
+                if stemmer is not None
+                else None
+            )
+            for analysis, stemmer in ANALYSES.items()
+        },
+        stopwords=frozenset(STOPWORDS),
     )
-    for analysis, stemmer in ANALYSES.items()
-}
-#: A stem starts as its word does, folded: a word is stemmed only when its
-#: first characters are those of some term (or, for a stem that turned a
-#: final "y" into "i", as "fly" into "fli", those with the "y").
-_PREFIX = 3
-_STOPWORDS = frozenset(STOPWORDS)
-#: Tantivy's ``remove_long``: a token this many bytes long or longer is dropped.
-_LONGEST = 40
-
-
-def highlight(text: str, terms: dict[str, frozenset[str]], *, max_chars: int = 200) -> str:
-    """About ``max_chars`` of ``text`` around its best matches, HTML-escaped, matches in ``<b>``.
-
-    ``terms`` are the query's terms by analysis. The window kept is the one
-    (starting at a match) holding the most distinct matched words; without
-    a match, the text's beginning.
-    """
-    return highlights([text], terms, max_chars=max_chars)[0]
-
-
-def highlights(
-    texts: Sequence[str], terms: dict[str, frozenset[str]], *, max_chars: int = 200
-) -> list[str]:
-    """``highlight`` for each of ``texts``: all but a few (CJK) in one pass."""
-    found: list[Matches | None] = [None for _ in texts]
-    if terms:
-        prefixes = _prefixes(terms)
-        lowered = [text.lower() for text in texts]
-        # Every text without CJK whose length lower-casing keeps, in one batch.
-        batch = [
-            i
-            for i, text in enumerate(texts)
-            if text.isascii() or (len(lowered[i]) == len(text) and not has_cjk(text))
-        ]
-        matches = _plain_spans([lowered[i] for i in batch], terms, prefixes) if batch else None
-        if matches is not None:
-            for i, matched in zip(batch, matches, strict=True):
-                found[i] = matched
-        for i, text in enumerate(texts):
-            if found[i] is None:
-                spans = _matched_spans(text, terms, prefixes)
-                found[i] = ([start for start, _ in spans], [end for _, end in spans], None)
-    return [
-        fragment_html(text, matched[0], matched[1], max_chars, matched[2])
-        if matched is not None and matched[0]
-        else escape_html(text[:max_chars])
-        for text, matched in zip(texts, found, strict=True)
-    ]
-
-
-#: Where the matched words of one text stand: their starts, their ends, and
-#: the words as the text writes them, lower-cased (None: not at hand).
-Matches = tuple[list[int], list[int], list[str] | None]
-
-
-def _plain_spans(
-    lowered: list[str], terms: dict[str, frozenset[str]], prefixes: frozenset[str]
-) -> list[Matches] | None:
-    """Where the words the query matches stand in each of the ``lowered`` texts
-    (lower-cased, no CJK), with those words as the texts write them
-    (lower-cased); None when a word past ASCII does not fold to one.
-
-    The texts are searched as one, every ASCII character that is not a
-    letter or digit written as a space (``_SEPARATORS``) and every one past
-    ASCII as ``_PAST``, so that a word starts after a space: the query's
-    pattern (``_starts``) jumps from space to space, never trying its
-    prefixes inside a word. A word with a character past ASCII is split
-    as the index splits it and folded. The words found are stemmed together,
-    once per analysis; each text then takes the analysis that matches most
-    of its words (English on a tie).
-
-    Every step over the words found is one of Python's own loops in C (a
-    split, ``accumulate``, ``map``, ``compress``): a search finds a hundred
-    and more words, and a loop in Python over each, several times over, cost
-    more than the rest of the search together.
-    """
-    joined = " ".join(lowered)
-    bases = list(accumulate([len(text) + 1 for text in lowered[:-1]], initial=0))
-    bases.append(len(joined) + 1)
-    wide = not joined.isascii()
-    # In bytes, where translating is a table lookup: a "?" of the text is
-    # punctuation, then every character past ASCII becomes a "?" and ``_PAST``.
-    encoded = joined.replace("?", " ").encode("ascii", "replace")
-    spaced = " " + encoded.translate(_SEPARATORS).decode("ascii") + " "
-    # The text between matches, the space before each word matched, and the
-    # word, in turn: a word starts in ``joined`` at the length of everything
-    # before it in ``spaced``, less the space that ``spaced`` starts with.
-    parts = _starts(prefixes).split(spaced)
-    at = list(accumulate(map(len, parts), initial=-1))
-    starts, ends, words = at[2::3], at[3::3], parts[2::3]
-    if wide:
-        # The words at characters past ASCII, which the pattern leaves out.
-        past = _past_words(joined, spaced, prefixes)
-        if past is None:
-            return None
-        for start, end, form in past:
-            at_word = bisect_left(starts, start)
-            starts.insert(at_word, start)
-            ends.insert(at_word, end)
-            words.insert(at_word, form)
-    if not _STOPWORDS.isdisjoint(words):
-        kept = [i for i, word in enumerate(words) if word not in _STOPWORDS]
-        starts, ends, words = _pick(kept, starts, ends, words)
-    matched_by = [
-        list(map(terms[analysis].__contains__, analysed))
-        for analysis, analysed in _stems(words, terms).items()
-    ]
-    out: list[Matches] = []
-    first = 0
-    for number in range(len(lowered)):
-        base = bases[number]
-        last = bisect_left(starts, bases[number + 1], first)
-        chosen: list[bool] | None = None
-        most = 0
-        for matched in matched_by:
-            flags = matched[first:last]
-            count = flags.count(True)
-            if count > most:
-                chosen, most = flags, count
-        if chosen is None:
-            out.append(([], [], None))
-        else:
-            text_starts = list(compress(starts[first:last], chosen))
-            text_ends = list(compress(ends[first:last], chosen))
-            if wide:
-                keys = list(map(joined.__getitem__, map(slice, text_starts, text_ends)))
-            else:
-                keys = list(compress(words[first:last], chosen))
-            if base:
-                text_starts = [start - base for start in text_starts]
-                text_ends = [end - base for end in text_ends]
-            out.append((text_starts, text_ends, keys))
-        first = last
-    return out
-
-
-def _pick(
-    kept: list[int], starts: list[int], ends: list[int], words: list[str]
-) -> tuple[list[int], list[int], list[str]]:
-    return [starts[i] for i in kept], [ends[i] for i in kept], [words[i] for i in kept]
-
-
-def _past_words(
-    joined: str, spaced: str, prefixes: frozenset[str]
-) -> list[tuple[int, int, str]] | None:
-    """The words of ``joined`` that hold or touch a character past ASCII, which
-    ``_starts`` leaves to this: each as the index splits it, with where it
-    stands and its folded form, kept when it starts as a term does; None when
-    one does not fold to one word."""
-    runs: list[tuple[int, int]] = []
-    for run_start, run_end in _past_runs(spaced):
-        start, end = run_start - 1, run_end - 1  # in ``joined``
-        while start > 0 and joined[start - 1].isalnum():
-            start -= 1
-        while end < len(joined) and joined[end].isalnum():
-            end += 1
-        runs.extend(word.span() for word in _WORD.finditer(joined, start, end))
-    if not runs:
-        return []
-    runs = list(dict.fromkeys(runs))  # a word with two such characters is found twice
-    forms = _FOLDED.analyze(" ".join(joined[start:end] for start, end in runs))
-    if len(forms) != len(runs):
-        return None
-    return [
-        (start, end, form)
-        for (start, end), form in zip(runs, forms, strict=True)
-        if form[:_PREFIX] in prefixes and len(joined[start:end].encode()) < _LONGEST
-    ]
-
-
-def _past_runs(spaced: str) -> Iterator[tuple[int, int]]:
-    """Where the runs of ``_PAST`` stand in ``spaced``: found with ``str.find``,
-    which skips the text at memory speed (a regular expression walks it a
-    character at a time, which costs more than everything else here)."""
-    at = spaced.find(_PAST)
-    while at >= 0:
-        end = at + 1
-        while spaced.startswith(_PAST, end):
-            end += 1
-        yield at, end
-        at = spaced.find(_PAST, end)
-
-
-def _stems(words: list[str], terms: dict[str, frozenset[str]]) -> dict[str, list[str]]:
-    """``words`` (folded) stemmed by each analysis of ``terms``, English first; an
-    analysis whose stemmer does not give one stem a word is left out (never seen).
-
-    A word's stem is kept (``_STEMMED``): a store's words recur from search
-    to search, and looking a hundred of them up costs a fraction of stemming them.
-    """
-    stems: dict[str, list[str]] = {}
-    for analysis in sorted(terms, key=lambda analysis: analysis != DEFAULT_ANALYSIS):
-        stemmer = _STEMMERS[analysis]
-        if stemmer is None or not words:
-            stems[analysis] = words
-            continue
-        known = _STEMMED[analysis]
-        analysed = list(map(known.get, words))
-        if None in analysed:
-            if len(known) > _STEMMED_MOST:
-                # A new dict, not a cleared one: a search in another thread
-                # keeps the one it holds, whole.
-                known = _STEMMED[analysis] = {}
-            missing = list(dict.fromkeys(word for word in words if word not in known))
-            found = stemmer.analyze(" ".join(missing))
-            if len(found) != len(missing):
-                continue
-            known.update(zip(missing, found, strict=True))
-            analysed = list(map(known.get, words))
-        stems[analysis] = cast(list[str], analysed)
-    return stems
-
-
-#: Each analysis's stems of the words highlighted so far, by word (folded).
-_STEMMED: dict[str, dict[str, str]] = {analysis: {} for analysis in ANALYSES}
-#: Words kept per analysis before starting afresh (some megabytes).
-_STEMMED_MOST = 200_000
-
-
-def _matched_spans(
-    text: str, terms: dict[str, frozenset[str]], prefixes: frozenset[str]
-) -> list[tuple[int, int]]:
-    """Where in ``text`` the words the query matches stand, under the analysis that
-    matches most of them (English first: another wins only with more matches).
-
-    Only words that start as some term does are stemmed. The text is split
-    as the index splits it, CJK runs as bigrams, and folded: the path for
-    texts ``_plain_spans`` does not take. ``prefixes``: ``_prefixes(terms)``.
-    """
-    indexed, origins = cjk_bigrams_with_offsets(text)
-    folded = _FOLDED.analyze(indexed)
-    candidates = [position for position, word in enumerate(folded) if word[:_PREFIX] in prefixes]
-    chosen = _best_analysis([folded[position] for position in candidates], terms)
-    if not chosen:
-        return []
-    found_spans = _word_spans(indexed, [candidates[i] for i in chosen], len(folded))
-    if origins is not None:
-        found_spans = original_spans(found_spans, origins)
-    return found_spans
-
-
-def _best_analysis(words: list[str], terms: dict[str, frozenset[str]]) -> list[int]:
-    """Which of ``words`` (folded) match, as the indexes into ``words``, under the
-    analysis of ``terms`` that matches most of them (English on a tie)."""
-    matched: list[int] = []
-    if not words:
-        return matched
-    joined = " ".join(words)
-    for analysis in sorted(terms, key=lambda analysis: analysis != DEFAULT_ANALYSIS):
-        stemmer = _STEMMERS[analysis]
-        stems = stemmer.analyze(joined) if stemmer is not None else words
-        if len(stems) != len(words):
-            continue  # a folded word that is not one word (never seen): no highlight
-        wanted = terms[analysis]
-        found = [i for i, stem in enumerate(stems) if stem in wanted]
-        if len(found) > len(matched):
-            matched = found
-    return matched
-
-
-def _prefixes(terms: dict[str, frozenset[str]]) -> frozenset[str]:
-    prefixes = set()
-    for wanted in terms.values():
-        for term in wanted:
-            prefix = term[:_PREFIX]
-            prefixes.add(prefix)
-            if prefix.endswith("i"):
-                prefixes.add(prefix[:-1] + "y")
-    return frozenset(prefixes)
-
-
-@functools.lru_cache(maxsize=256)
-def _starts(prefixes: frozenset[str]) -> re.Pattern[str]:
-    """The words starting with ``prefixes`` (ASCII ones) of a text as
-    ``_plain_spans`` writes it, each with the space before it (the space and
-    the word each a group of the pattern, for ``re.split``)."""
-    # A word is matched whole (possessively) and only when a space or ASCII
-    # punctuation ends it: a word that runs into a character past ASCII is
-    # ``_past_words``', a word the index drops as too long nobody's.
-    longest = _LONGEST - 1 - _PREFIX
-    alternatives = [
-        re.escape(prefix)
-        + (f"[a-z0-9]{{0,{longest}}}+" if len(prefix) == _PREFIX else "")
-        + "(?![a-z0-9\x01])"
-        for prefix in sorted(prefixes)
-        if prefix.isascii()
-    ]
-    if not alternatives:
-        return re.compile("(?!)")
-    # The first letters as one class first: most words start otherwise, and
-    # a class is one test where the alternatives are tried one by one.
-    firsts = re.escape("".join(sorted({prefix[0] for prefix in prefixes if prefix.isascii()})))
-    return re.compile(f"( )(?=[{firsts}])({'|'.join(alternatives)})")
-
-
-#: Stands for a character past ASCII in the text ``_plain_spans`` searches.
-_PAST = "\x01"
-_SEPARATORS = bytes(
-    code if chr(code).isalnum() else ord(_PAST) if chr(code) == "?" else ord(" ")
-    for code in range(256)
 )
-
-
-# Tantivy's simple tokenizer splits on what is not alphanumeric; so does this
-# for every script but a few (marks Rust counts as letters): ``_word_spans``
-# checks the count and falls back to finding Tantivy's own words.
-_WORD = re.compile(r"[^\W_]+")
-
-
-def _word_spans(indexed: str, wanted: list[int], words: int) -> list[tuple[int, int]]:
-    """Where the words at positions ``wanted`` of the ``words`` in ``indexed`` stand."""
-    found = [match.span() for match in _WORD.finditer(indexed)]
-    if len(found) == words:
-        return [found[position] for position in wanted]
-    spans = []
-    at = 0
-    targets = iter(wanted)
-    target = next(targets)
-    for position, word in enumerate(_WORDS.analyze(indexed)):
-        start = indexed.find(word, at)
-        at = start + len(word)
-        if position == target:
-            spans.append((start, at))
-            target = next(targets, -1)
-            if target < 0:
-                break
-    return spans
 
 
 def _chunk_id(searcher: tantivy.Searcher, address: Any) -> str:

@@ -1,6 +1,6 @@
 """Snippets: cut from a hit's own text in one cheap pass, marking what the index matched.
 
-``highlights`` finds the words of each text that start as a query term does
+``Highlighter.highlights`` finds the words of each text that start as a query term does
 (one pattern over all the texts of a search), stems only those, and keeps
 the window holding the most distinct matched words. These tests hold it to
 the index's own analysis, word for word.
@@ -13,8 +13,10 @@ import re
 
 import pytest
 
-import researchstore.index as word_index
-from researchstore.index import MARK, analyze, highlight, highlights, index_terms
+from researchstore.index import HIGHLIGHTER, MARK, analyze, index_terms
+
+highlight = HIGHLIGHTER.highlight
+highlights = HIGHLIGHTER.highlights
 
 TEXTS = [
     "Varroa mites were counted; the mite loads (mites per 100 bees) fell.",
@@ -103,10 +105,12 @@ def test_stems_kept_from_search_to_search_change_no_snippet(
     russian = frozenset(term.removesuffix(MARK) for term in index_terms("мир", "ru"))
     terms = {"en": frozenset(index_terms(QUERY)), "ru": russian}
     texts = [*TEXTS, "Привет мир: «мир» и мировой mites"]
-    monkeypatch.setattr(word_index, "_STEMMED", {analysis: {} for analysis in word_index._STEMMED})
+    monkeypatch.setattr(
+        HIGHLIGHTER, "_stemmed", {analysis: {} for analysis in HIGHLIGHTER._stemmed}
+    )
     cold = highlights(texts, terms)
     assert highlights(texts, terms) == cold
     # A full store of stems starts afresh, with the same snippets.
-    monkeypatch.setattr(word_index, "_STEMMED_MOST", 1)
+    monkeypatch.setattr(HIGHLIGHTER, "most_stemmed", 1)
     assert highlights(texts, terms) == cold
     assert [highlight(text, terms) for text in texts] == cold
