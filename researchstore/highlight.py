@@ -29,6 +29,9 @@ __all__ = ["Highlighter", "WordAnalysis"]
 #: first characters are those of some term (or, for a stem that turned a
 #: final "y" into "i", as "fly" into "fli", those with the "y").
 _PREFIX = 3
+#: How many letters past a term shorter than ``_PREFIX`` a word may run
+#: and still be looked at ("its", "doing").
+_SHORT_TAIL = 2
 #: Tantivy's ``remove_long``: a token this many bytes long or longer is dropped.
 _LONGEST = 40
 #: Words kept per analysis before starting afresh (some megabytes).
@@ -211,7 +214,7 @@ class Highlighter:
         return [
             (start, end, form)
             for (start, end), form in zip(runs, forms, strict=True)
-            if form[:_PREFIX] in prefixes and len(joined[start:end].encode()) < _LONGEST
+            if _wanted(form, prefixes) and len(joined[start:end].encode()) < _LONGEST
         ]
 
     def _stems(self, words: list[str], terms: dict[str, frozenset[str]]) -> dict[str, list[str]]:
@@ -255,9 +258,7 @@ class Highlighter:
         """
         indexed, origins = cjk_bigrams_with_offsets(text)
         folded = self.folded.analyze(indexed)
-        candidates = [
-            position for position, word in enumerate(folded) if word[:_PREFIX] in prefixes
-        ]
+        candidates = [position for position, word in enumerate(folded) if _wanted(word, prefixes)]
         chosen = self._best_analysis([folded[position] for position in candidates], terms)
         if not chosen:
             return []
@@ -329,6 +330,15 @@ def _past_runs(spaced: str) -> Iterator[tuple[int, int]]:
 
 
 def _prefixes(terms: dict[str, frozenset[str]]) -> frozenset[str]:
+    """The first letters a word must start with for its stem to be one of ``terms``.
+
+    A stem starts as its word does, but for a few rules of the English
+    stemmer, each given its own prefix: a "y" made "i" or back ("fly": "fli",
+    "skies": "sky"),
+    and a short stem whose "e" stands for the "i" of "-ing" ("using": "use",
+    "dying": "die"). A term shorter than ``_PREFIX`` is a prefix of its own,
+    of words a few letters longer (``_SHORT_TAIL``: "going": "go").
+    """
     prefixes = set()
     for wanted in terms.values():
         for term in wanted:
@@ -336,7 +346,22 @@ def _prefixes(terms: dict[str, frozenset[str]]) -> frozenset[str]:
             prefixes.add(prefix)
             if prefix.endswith("i"):
                 prefixes.add(prefix[:-1] + "y")
+            elif prefix.endswith("y"):
+                prefixes.add(prefix[:-1] + "i")
+            if len(prefix) == _PREFIX and prefix.endswith("e"):
+                prefixes.add(prefix[:-1] + "i")
+                if prefix.endswith("ie"):
+                    prefixes.add(prefix[0] + "yi")
     return frozenset(prefixes)
+
+
+def _wanted(word: str, prefixes: frozenset[str]) -> bool:
+    """Whether ``word`` (folded) starts as a term does (``_prefixes``)."""
+    if word[:_PREFIX] in prefixes:
+        return True
+    return len(word) <= _PREFIX + _SHORT_TAIL and any(
+        word[:length] in prefixes for length in range(1, _PREFIX)
+    )
 
 
 @functools.lru_cache(maxsize=256)
@@ -359,7 +384,11 @@ def _starts(prefixes: frozenset[str]) -> re.Pattern[str]:
     stems = [re.escape(prefix) for prefix in ascii_prefixes if len(prefix) == _PREFIX]
     if stems:
         alternatives.append(f"(?:{'|'.join(stems)})[a-z0-9]{{0,{longest}}}+")
-    alternatives += [re.escape(prefix) for prefix in ascii_prefixes if len(prefix) < _PREFIX]
+    alternatives += [
+        re.escape(prefix) + f"[a-z0-9]{{0,{_PREFIX + _SHORT_TAIL - len(prefix)}}}+"
+        for prefix in ascii_prefixes
+        if len(prefix) < _PREFIX
+    ]
     # The first letters as one class first: most words start otherwise, and
     # a class is one test where the alternatives are tried one by one.
     firsts = re.escape("".join(sorted({prefix[0] for prefix in ascii_prefixes})))

@@ -56,6 +56,25 @@ def test_a_snippet_marks_exactly_the_words_the_index_matches(text: str) -> None:
     assert "<" not in bare and ">" not in bare
 
 
+#: Words the English stemmer turns into stems that do not start as they do
+#: ("using": "use", "dying": "die", "skies": "sky"), or into stems shorter than
+#: three letters ("going": "go"), beside words that only look alike.
+STEMMED_APART = [
+    "Using the tools while aging, owing nothing; the use of age, used and owed.",
+    "Dying, lying and tying; skies and a sky; going and doing; gone, gold, goods.",
+    "Émigrés using Œuvres – ça aging, des skies «going»",
+]
+STEMMED_APART_QUERY = "use age owe die lie tie sky go do"
+
+
+@pytest.mark.parametrize("text", STEMMED_APART)
+def test_words_whose_stem_starts_otherwise_are_marked_as_the_index_matches(text: str) -> None:
+    terms = {"en": frozenset(index_terms(STEMMED_APART_QUERY))}
+    marked = _marked(highlight(text, terms, max_chars=10_000))
+    assert marked == _index_matches(text, STEMMED_APART_QUERY)
+    assert len(marked) >= 4
+
+
 def test_texts_are_highlighted_alike_alone_and_together() -> None:
     russian = frozenset(term.removesuffix(MARK) for term in index_terms("мир", "ru"))
     terms = {"en": frozenset(index_terms(QUERY)), "ru": russian}
