@@ -25,9 +25,9 @@ from researchstore.language import DEFAULT_ANALYSIS, cjk_bigrams_with_offsets, h
 
 __all__ = ["Highlighter", "WordAnalysis"]
 
-#: A stem starts as its word does, folded: a word is stemmed only when its
-#: first characters are those of some term (or, for a stem that turned a
-#: final "y" into "i", as "fly" into "fli", those with the "y").
+#: A word is stemmed only when its first this many letters (folded) are
+#: those some term starts with, or one of the few variants ``_prefixes``
+#: adds for stems that start otherwise than their words.
 _PREFIX = 3
 #: How many letters past a term shorter than ``_PREFIX`` a word may run
 #: and still be looked at ("its", "doing").
@@ -334,10 +334,10 @@ def _prefixes(terms: dict[str, frozenset[str]]) -> frozenset[str]:
 
     A stem starts as its word does, but for a few rules of the English
     stemmer, each given its own prefix: a "y" made "i" or back ("fly": "fli",
-    "skies": "sky"),
-    and a short stem whose "e" stands for the "i" of "-ing" ("using": "use",
-    "dying": "die"). A term shorter than ``_PREFIX`` is a prefix of its own,
-    of words a few letters longer (``_SHORT_TAIL``: "going": "go").
+    "skies": "sky"), and a short stem whose "e" stands for the "i" of "-ing"
+    ("using": "use", "dying": "die"). A term shorter than ``_PREFIX`` is a
+    prefix of its own, of words a few letters longer (``_SHORT_TAIL``:
+    "going": "go").
     """
     prefixes = set()
     for wanted in terms.values():
