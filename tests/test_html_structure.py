@@ -309,3 +309,40 @@ def test_a_heading_after_the_articles_last_paragraph_goes() -> None:
     text = text_of(page(body))
     assert "Humler ved elva" in text and "Metode" in text
     assert "Fra arkivet" not in text
+
+
+def teaser_cards(count: int, *, words: str = "Kort nytt om været i morgen, og mer om det. ") -> str:
+    """``count`` alike boxes, each a heading linked to another page over an excerpt."""
+    return "".join(
+        f'<div class="kort"><h2><a href="/sak/{n}">Sak nummer {n}</a></h2><p>{words * 5}</p></div>'
+        for n in range(count)
+    )
+
+
+def test_teaser_cards_of_other_stories_do_not_outweigh_a_short_story() -> None:
+    # Six excerpts under linked headings hold more prose than the story
+    # itself; they are what a link to each story looks like, not this story.
+    story = f'<div id="sak"><h1>Humler ved elva</h1><p>{NORSK * 2}</p></div>'
+    body = f'<div id="side">{story}<div id="neste">{teaser_cards(6)}</div></div>'
+    text = text_of(page(body))
+    assert "flere arter" in text
+    assert "Kort nytt" not in text and "Sak nummer" not in text
+
+
+def test_a_page_of_teaser_cards_alone_keeps_them() -> None:
+    # A listing page has no other story: its excerpts are what it says.
+    body = f'<div id="liste">{teaser_cards(4, words=NORSK)}</div>'
+    assert "flere arter" in text_of(page(body))
+
+
+def test_sections_under_headings_that_link_nowhere_else_are_not_teasers() -> None:
+    # Headings linked to their own anchors (a permalink to the section) and
+    # sections too long for an excerpt are the article's own.
+    sections = "".join(
+        f'<section class="del"><h2><a href="#del{n}">Del {n}</a></h2><p>{DEUTSCH * 2}</p></section>'
+        for n in range(4)
+    )
+    long_cards = teaser_cards(4, words=NORSK * 3)
+    body = f'<div id="a">{sections}</div><div id="b"><p>{DEUTSCH}</p></div>'
+    assert "Del 3" in text_of(page(body)) and "mehr Arten" in text_of(page(body))
+    assert "Sak nummer 3" in text_of(page(f'<div id="c">{long_cards}</div><p>{DEUTSCH}</p>'))

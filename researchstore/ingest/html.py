@@ -95,6 +95,12 @@ _DECLARED_CONTAINERS = (
     ("article", 0.5),
     ("main, [role=main]", 0.5),
 )
+#: Teaser cards (``_teaser_cards``): how many alike boxes make a group, how
+#: far above its linked heading a box may be, and how long one may read.
+_TEASER_GROUP = 3
+_CARD_STEPS = 4
+_TEASER_CHARS = 800
+_LINKED_HEADINGS = ", ".join(f"{tag} a[href]" for tag in ("h1", "h2", "h3", "h4", "h5", "h6"))
 _COMMAS = re.compile(r"[,、，،]")
 _TRAILING_BRACKETS = re.compile(r"\s*\[[^\[\]]{1,60}\]$")
 
@@ -422,6 +428,7 @@ def _densest(
     function giving any element's paragraph text outside links.
     """
     paragraphs: dict[int, tuple[LexborNode, list[str], list[str]]] = {}
+    cards = _teaser_cards(body)
     for node in islice(body.traverse(include_text=True), max_nodes):
         if not node.is_text_node:
             continue
@@ -447,6 +454,14 @@ def _densest(
         if entry is None:
             entry = paragraphs[parent.mem_id] = (parent, [], [])
         (entry[2] if linked else entry[1]).append(text)
+    if cards:
+        # A teaser's excerpt reads as prose, but the story it stands for is
+        # elsewhere: counted as the link it is, unless teasers are all there is.
+        teasers = [key for key, entry in paragraphs.items() if _in_card(entry[0], cards)]
+        if len(teasers) < len(paragraphs):
+            for key in teasers:
+                paragraph, plain, links = paragraphs[key]
+                paragraphs[key] = (paragraph, [], links + plain)
 
     scores: dict[int, tuple[float, LexborNode]] = {}
     direct: dict[int, tuple[LexborNode, int]] = {}  # paragraph text right under an element
@@ -522,6 +537,55 @@ def _densest(
             break
         top = ancestor
     return top, content
+
+
+def _teaser_cards(body: LexborNode) -> set[int]:
+    """Teaser cards: three or more alike siblings, each a short box headed by a
+    link to another page (a story's title and its first lines, "more stories").
+
+    The heading's own box, or one of its next few ancestors, is a card when
+    its parent holds at least ``_TEASER_GROUP`` such boxes of the same tag and
+    class. A story's own title linked to itself is one box, not a group; a
+    list whose items are linked headings in one box is not cards either.
+    """
+    groups: dict[tuple[int, str, str], dict[int, LexborNode]] = {}
+    for link in body.css(_LINKED_HEADINGS)[:_MAX_ELEMENT_CHECKS]:
+        href = link.attributes.get("href") or ""
+        if not href or href.startswith("#"):
+            continue
+        heading = link.parent
+        while heading is not None and heading.tag not in HEADINGS:
+            heading = heading.parent
+        if heading is None:
+            continue
+        heading_chars = len(_collapse(heading.text()))
+        if not heading_chars or len(_collapse(link.text())) * 2 < heading_chars:
+            continue
+        box = heading
+        for _ in range(_CARD_STEPS):
+            parent = box.parent
+            if parent is None or parent.tag in ("body", "html"):
+                break
+            if box is not heading:
+                attributes = box.attributes
+                key = (parent.mem_id, box.tag or "", attributes.get("class") or "")
+                groups.setdefault(key, {})[box.mem_id] = box
+            box = parent
+    cards: set[int] = set()
+    for members in groups.values():
+        if len(members) < _TEASER_GROUP:
+            continue
+        short = [node for node in members.values() if len(_collapse(node.text())) <= _TEASER_CHARS]
+        if len(short) >= _TEASER_GROUP:
+            cards.update(node.mem_id for node in short)
+    return cards
+
+
+def _in_card(node: LexborNode, cards: set[int]) -> bool:
+    """Whether ``node`` is or sits in one of the teaser ``cards``."""
+    if node.mem_id in cards:
+        return True
+    return any(parent.mem_id in cards for parent in islice(_ancestors(node), _CARD_STEPS * 2))
 
 
 def _link_chars(node: LexborNode) -> int:
