@@ -346,3 +346,31 @@ def test_sections_under_headings_that_link_nowhere_else_are_not_teasers() -> Non
     body = f'<div id="a">{sections}</div><div id="b"><p>{DEUTSCH}</p></div>'
     assert "Del 3" in text_of(page(body)) and "mehr Arten" in text_of(page(body))
     assert "Sak nummer 3" in text_of(page(f'<div id="c">{long_cards}</div><p>{DEUTSCH}</p>'))
+
+
+def test_the_hidden_pages_of_a_paged_article_are_its_text() -> None:
+    # A gallery shows one page and hides its alike siblings until the reader
+    # pages on; a hidden box of another kind is still dropped.
+    shown = f"<h2>Del 0</h2><p>{NORSK} Side 0.</p>"
+    hidden = "".join(
+        f'<div class="side skjult" style="display: none"><h2>Del {n}</h2><p>{NORSK} Side {n}.</p>'
+        "</div>"
+        for n in range(1, 4)
+    )
+    box = f'<div class="innlogging" style="display:none"><p>{DEUTSCH * 2}</p></div>'
+    body = f'<article><h1>Humler</h1><div id="g"><div class="side">{shown}</div>{hidden}</div>{box}'
+    text = text_of(page(body + "</article>"))
+    assert "Side 0." in text and "Side 3." in text
+    assert "mehr Arten" not in text
+
+
+def test_a_lead_set_beside_the_box_holding_the_rest_of_the_story_is_kept() -> None:
+    # The story's first paragraphs sit right in its box; the rest is in a
+    # nested "read more" box that holds most of the text.
+    lead = f"<p>Innledning: {NORSK}</p><p>Andre avsnitt: {NORSK}</p>"
+    rest = "".join(f"<p>{NORSK * 2}</p>" for _ in range(4))
+    story = f'<div id="sak"><h1>Humler ved elva</h1>{lead}<div id="resten"><div>{rest}</div></div>'
+    body = f'{story}</div><div id="annet"><p>{DEUTSCH}</p></div>'
+    text = text_of(page(body))
+    assert "Innledning:" in text and "Andre avsnitt:" in text and "flere arter" in text
+    assert "mehr Arten" not in text

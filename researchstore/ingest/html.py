@@ -333,10 +333,15 @@ def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool) -> None:
 
     # Every loop is capped, so a page of a million classed elements costs no
     # more than an ordinary one; what is left over is merely kept.
+    shown_kinds: dict[int, set[tuple[str, str]]] = {}
     for node in tree.css(_HIDDEN_SELECTOR)[:_MAX_CANDIDATES]:
         if budget < 0:
             break
-        if node.tag not in ("html", "body") and is_hidden(node.attributes):
+        if (
+            node.tag not in ("html", "body")
+            and is_hidden(node.attributes)
+            and not _is_hidden_page(node, shown_kinds)
+        ):
             remove_if_unprotected(node, hidden=True)
     for node in tree.css(_ATTRIBUTE_SELECTOR)[:_MAX_CANDIDATES]:
         if budget < 0:
@@ -350,6 +355,35 @@ def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool) -> None:
             remove_if_unprotected(node, evidence="name")
     for node in tree.css("form")[:_MAX_ELEMENT_CHECKS]:
         remove_if_unprotected(node)
+
+
+def _kind(node: LexborNode) -> tuple[str, str] | None:
+    """An element's tag and first class (a box's own name, before its states)."""
+    classes = (node.attributes.get("class") or "").split()
+    return (node.tag or "", classes[0]) if classes else None
+
+
+def _is_hidden_page(node: LexborNode, shown_kinds: dict[int, set[tuple[str, str]]]) -> bool:
+    """Whether a hidden element is one page of several alike, one of them shown.
+
+    A slideshow, a paged gallery or a set of tabs shows one box and hides
+    its alike siblings until the reader pages on: those hold the rest of
+    the same text, not chrome. ``shown_kinds`` keeps each parent's shown
+    kinds, read once per parent.
+    """
+    kind = _kind(node)
+    parent = node.parent
+    if kind is None or parent is None:
+        return False
+    shown = shown_kinds.get(parent.mem_id)
+    if shown is None:
+        shown = set()
+        for sibling in islice(parent.iter(), _MAX_ELEMENT_CHECKS):
+            sibling_kind = _kind(sibling)
+            if sibling_kind is not None and not is_hidden(sibling.attributes):
+                shown.add(sibling_kind)
+        shown_kinds[parent.mem_id] = shown
+    return kind in shown
 
 
 def _prose_chars(node: LexborNode) -> int:
@@ -522,12 +556,16 @@ def _densest(
                 break
     # An ancestor holding much more paragraph text, not as links, holds the
     # rest of the article (sections set apart from the densest one), up to
-    # the <body> itself when the sections sit right inside it.
+    # the <body> itself when the sections sit right inside it; so does one
+    # whose added text is mostly its own paragraphs: the story's lead set
+    # beside the box that holds the rest of it.
     density_checks = 0
     for ancestor in list(_ancestors(top)):
         if ancestor.tag == "html" or density_checks >= 10:
             break
-        if chars.get(ancestor.mem_id, 0) >= _GROW * chars.get(top.mem_id, 0):
+        current, grown = chars.get(top.mem_id, 0), chars.get(ancestor.mem_id, 0)
+        beside = direct.get(ancestor.mem_id, (ancestor, 0))[1]
+        if grown >= _GROW * current or (grown > current and 2 * beside >= grown - current):
             density_checks += 1
             if _link_density(ancestor) < 0.3:
                 top = ancestor
@@ -567,8 +605,9 @@ def _teaser_cards(body: LexborNode) -> set[int]:
             if parent is None or parent.tag in ("body", "html"):
                 break
             if box is not heading:
-                attributes = box.attributes
-                key = (parent.mem_id, box.tag or "", attributes.get("class") or "")
+                # Alike by tag and first class: a card's other classes often
+                # number it ("slide-loop-2") or give its state.
+                key = (parent.mem_id, *(_kind(box) or (box.tag or "", "")))
                 groups.setdefault(key, {})[box.mem_id] = box
             box = parent
     cards: set[int] = set()
