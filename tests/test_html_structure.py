@@ -374,3 +374,20 @@ def test_a_lead_set_beside_the_box_holding_the_rest_of_the_story_is_kept() -> No
     text = text_of(page(body))
     assert "Innledning:" in text and "Andre avsnitt:" in text and "flere arter" in text
     assert "mehr Arten" not in text
+
+
+def test_an_article_built_of_boxes_named_like_chrome_is_found_again() -> None:
+    # A page builder names every box of the article "widget": cleaning by
+    # names takes each short one, and the page would show no prose at all.
+    boxes = "".join(
+        f'<div class="bygger-widget bygger-widget-tekst"><p>{NORSK}</p></div>' for _ in range(3)
+    )
+    body = f'<div id="innhold"><h1>Humler ved elva</h1>{boxes}</div><div class="meny">Hjem</div>'
+    text = text_of(page(body))
+    assert text.count("flere arter") == 3
+
+
+def test_a_page_without_prose_anywhere_is_left_as_it_is() -> None:
+    body = f'<div id="liste"><h1>Priser</h1><ul>{links(STRIP)}</ul><p>Oppdatert i dag.</p></div>'
+    text = text_of(page(body))
+    assert "Priser" in text and "Oppdatert i dag." in text

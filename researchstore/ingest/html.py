@@ -95,6 +95,9 @@ _DECLARED_CONTAINERS = (
     ("article", 0.5),
     ("main, [role=main]", 0.5),
 )
+#: A second choice of container, for a page whose first shows no prose, is
+#: taken when it shows at least this much.
+_FALLBACK_PROSE = 2 * PROSE_CHARS
 #: Teaser cards (``_teaser_cards``): how many alike boxes make a group, how
 #: far above its linked heading a box may be, and how long one may read.
 _TEASER_GROUP = 3
@@ -139,6 +142,18 @@ def parse_html(
         walker = _Walker(max_nodes)
         walker.walk(tree.body or tree.root)
     doc.blocks = trim_edges(walker.blocks, walker.link_shares)
+    if walker.blocks and not walker.limited and not _prose_in(doc.blocks):
+        # No paragraph of prose: chrome may have won, or cleaning took the
+        # article with it (a page builder's "widget" boxes). Choose again
+        # without judging boxes by their names, and keep what reads as text.
+        tree = LexborHTMLParser(text, scripting=True)
+        _drop_boilerplate(tree, aggressive=True, names=False)
+        container, article_end = _main_container(tree, max_nodes)
+        second = _Walker(max_nodes)
+        second.walk(container, stop_after=article_end)
+        blocks = trim_edges(second.blocks, second.link_shares)
+        if not second.limited and _prose_in(blocks) >= _FALLBACK_PROSE:
+            walker, doc.blocks = second, blocks
     if doc.date is None:
         # Read before trimming: the byline is among the lines trimmed.
         _read_byline_date(doc, walker.blocks)
@@ -262,8 +277,9 @@ def _has_ancestor(node: LexborNode, tags: tuple[str, ...]) -> bool:
     )
 
 
-def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool) -> None:
-    """Remove what is never the article; with ``aggressive``, likely chrome too."""
+def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool, names: bool = True) -> None:
+    """Remove what is never the article; with ``aggressive``, likely chrome too
+    (hidden, marked by ARIA or microdata, and with ``names``, by its id or class)."""
     # An <aside> or <nav> around the article the page declares is a layout
     # box, not chrome: it stays (what else it holds is judged later).
     declared = {
@@ -347,9 +363,9 @@ def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool) -> None:
         if budget < 0:
             break
         evidence = boilerplate_evidence(node.attributes)
-        if evidence is not None:
+        if evidence is not None and (names or evidence != "name"):
             remove_if_unprotected(node, evidence=evidence)
-    for node in tree.css("header")[:_MAX_ELEMENT_CHECKS]:
+    for node in tree.css("header")[: _MAX_ELEMENT_CHECKS if names else 0]:
         # A page-wide <header> around the <main> is a layout wrapper.
         if not _has_ancestor(node, ("main", "article")):
             remove_if_unprotected(node, evidence="name")
@@ -384,6 +400,11 @@ def _is_hidden_page(node: LexborNode, shown_kinds: dict[int, set[tuple[str, str]
                 shown.add(sibling_kind)
         shown_kinds[parent.mem_id] = shown
     return kind in shown
+
+
+def _prose_in(blocks: list[Block]) -> int:
+    """Characters of ``blocks`` in paragraphs of prose (their links not known)."""
+    return sum(len(block.text) for block in blocks if is_prose(block, 0.0))
 
 
 def _prose_chars(node: LexborNode) -> int:
