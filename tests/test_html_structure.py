@@ -391,3 +391,15 @@ def test_a_page_without_prose_anywhere_is_left_as_it_is() -> None:
     body = f'<div id="liste"><h1>Priser</h1><ul>{links(STRIP)}</ul><p>Oppdatert i dag.</p></div>'
     text = text_of(page(body))
     assert "Priser" in text and "Oppdatert i dag." in text
+
+
+def test_an_anchor_without_href_is_no_link() -> None:
+    # <a name> marks a place to link to: the text it wraps is the article's,
+    # not a link strip's, so the container still grows over it.
+    part = f'<a name="del2"><div><p>{NORSK * 3}</p><p>{NORSK * 3}</p></div></a>'
+    body = (
+        f'<div id="alt"><div><p>Første del: {NORSK * 2}</p></div>{part}'
+        f"<div><p>Tredje del: {NORSK * 2}</p></div></div>"
+    )
+    text = text_of(page(body))
+    assert "Første del:" in text and "Tredje del:" in text

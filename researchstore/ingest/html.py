@@ -498,7 +498,8 @@ def _densest(
         while parent is not None and steps < _MAX_ANCESTORS:
             tag = parent.tag
             if tag == "a":
-                linked = True
+                # An <a> without href is an anchor to link to, not a link.
+                linked = linked or "href" in parent.attributes
             elif tag not in INLINE:
                 break
             parent = parent.parent
@@ -650,14 +651,14 @@ def _in_card(node: LexborNode, cards: set[int]) -> bool:
 
 def _link_chars(node: LexborNode) -> int:
     """Characters of ``node``'s text inside links."""
-    return sum(len(_collapse(link.text())) for link in node.css("a"))
+    return sum(len(_collapse(link.text())) for link in node.css("a[href]"))
 
 
 def _link_density(node: LexborNode) -> float:
     total = len(node.text())
     if not total:
         return 1.0
-    linked = sum(len(link.text()) for link in node.css("a"))
+    linked = sum(len(link.text()) for link in node.css("a[href]"))
     return min(linked / total, 1.0)
 
 
