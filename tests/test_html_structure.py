@@ -403,3 +403,16 @@ def test_an_anchor_without_href_is_no_link() -> None:
     )
     text = text_of(page(body))
     assert "Første del:" in text and "Tredje del:" in text
+
+
+def test_a_dialog_beside_the_declared_main_goes_however_much_it_holds() -> None:
+    # A sign-in dialog outside <main>, longer than the story and holding
+    # <article>s of its own: neither its size nor its articles make it the page's.
+    dialog = (
+        f'<div class="x-dialog-innlogging"><article><p>{DEUTSCH * 3}</p></article>'
+        f"<article><p>{DEUTSCH * 3}</p></article></div>"
+    )
+    body = f"<main><article><h1>Humler</h1><p>{NORSK * 2}</p></article></main>{dialog}"
+    text = text_of(page(body))
+    assert "flere arter" in text
+    assert "mehr Arten" not in text

@@ -306,11 +306,14 @@ def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool, names: bool =
     removed: set[int] = set()
     # Everything holding the <main> or the longest <article> (not one that
     # is a comment), found once, not per check.
-    articles = sorted(tree.css("article")[:20], key=lambda node: len(node.text()))
+    mains = tree.css("main, [role=main]")[:20]
+    articles = tree.css("article")[:20]
+    if mains:
+        # The page's own article is the one in its <main>, where there is one.
+        articles = [node for node in articles if _has_ancestor(node, ("main",))] or articles
+    articles.sort(key=lambda node: len(node.text()))
     article_holders = {
-        holder.mem_id
-        for node in [*tree.css("main, [role=main]")[:20], *articles[-1:]]
-        for holder in (node, *_ancestors(node))
+        holder.mem_id for node in [*mains, *articles[-1:]] for holder in (node, *_ancestors(node))
     }
 
     def protected(node: LexborNode, *, evidence: str = "role") -> bool:
@@ -322,7 +325,9 @@ def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool, names: bool =
         chars = len(node.text())
         budget -= chars
         if chars * 2 >= body_chars:
-            return True
+            # Half the page: a wrapper around the article, unless the page
+            # declares its <main> and this box is neither in it nor around it.
+            return not mains or _has_ancestor(node, ("main",))
         if evidence != "name" or chars < _PROSE_MIN_CHARS:
             return False
         # Only a word in a class name says it is chrome, while the element

@@ -87,7 +87,7 @@ _COMMENT_TYPE = re.compile(r"schema\.org/(?:Comment|Review|UserComments)\b", re.
 _BOILERPLATE_WORDS = (
     "nav navs menu menus submenu navbar breadcrumb breadcrumbs crumbs sidebar share shares "
     "sharing social ad ads advert adverts advertisement sponsor sponsored promo promos cookie "
-    "cookies consent gdpr newsletter subscribe popup modal related comments comment disqus "
+    "cookies consent gdpr newsletter subscribe popup modal dialog related comments comment disqus "
     "footer masthead toolbar pagination pager skip widget widgets outbrain taboola caption "
     "captions credit credits"
 ).split()
