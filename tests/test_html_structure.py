@@ -416,3 +416,15 @@ def test_a_dialog_beside_the_declared_main_goes_however_much_it_holds() -> None:
     text = text_of(page(body))
     assert "flere arter" in text
     assert "mehr Arten" not in text
+
+
+def test_the_article_shipped_as_a_template_script_is_read_as_markup() -> None:
+    # The article's body in a <script type="text/template"> that a script
+    # renders (as some blog themes do); a template outside the article stays
+    # a script, never text.
+    template = f'<script type="text/template"><p>{NORSK * 2}</p><p>Siste avsnitt.</p></script>'
+    other = '<script type="text/template"><p>{{ kommentar.tekst }}</p></script>'
+    body = f'<div class="innlegg" itemprop="articleBody">{template}</div>{other}'
+    text = text_of(page(body))
+    assert "flere arter" in text and "Siste avsnitt." in text
+    assert "kommentar" not in text

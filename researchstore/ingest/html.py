@@ -98,6 +98,13 @@ _DECLARED_CONTAINERS = (
 #: A second choice of container, for a page whose first shows no prose, is
 #: taken when it shows at least this much.
 _FALLBACK_PROSE = 2 * PROSE_CHARS
+#: Template scripts inside the declared article, read as markup (at most so many).
+_ARTICLE_TEMPLATES = ", ".join(
+    f'{scope} script[type="{kind}" i]'
+    for scope in ("[itemprop=articleBody]", "article", "main")
+    for kind in ("text/template", "text/html", "text/x-template")
+)
+_MAX_TEMPLATES = 20
 #: Teaser cards (``_teaser_cards``): how many alike boxes make a group, how
 #: far above its linked heading a box may be, and how long one may read.
 _TEASER_GROUP = 3
@@ -130,6 +137,7 @@ def parse_html(
 
     tree = LexborHTMLParser(text, scripting=True)
     _read_metadata(tree, doc)
+    _unpack_templates(tree)
     walker = _Walker(max_nodes)
     _drop_boilerplate(tree, aggressive=True)
     container, article_end = _main_container(tree, max_nodes)
@@ -138,6 +146,7 @@ def parse_html(
         # Cleaning can remove a whole page whose wrapper has an unlucky class
         # name; read it again with only the certain junk removed.
         tree = LexborHTMLParser(text, scripting=True)
+        _unpack_templates(tree)
         _drop_boilerplate(tree, aggressive=False)
         walker = _Walker(max_nodes)
         walker.walk(tree.body or tree.root)
@@ -147,6 +156,7 @@ def parse_html(
         # article with it (a page builder's "widget" boxes). Choose again
         # without judging boxes by their names, and keep what reads as text.
         tree = LexborHTMLParser(text, scripting=True)
+        _unpack_templates(tree)
         _drop_boilerplate(tree, aggressive=True, names=False)
         container, article_end = _main_container(tree, max_nodes)
         second = _Walker(max_nodes)
@@ -259,6 +269,22 @@ def _first_h1(tree: LexborHTMLParser) -> str:
 
 
 # -- cleaning ------------------------------------------------------------------
+
+
+def _unpack_templates(tree: LexborHTMLParser) -> None:
+    """Read the markup of a template script inside the declared article as markup.
+
+    Some pages (Blogger's themes among them) ship the article's body as a
+    ``<script type="text/template">`` that a script renders: the text is
+    the page's own, only not parsed yet. Templates elsewhere stay scripts.
+    """
+    for script in tree.css(_ARTICLE_TEMPLATES)[:_MAX_TEMPLATES]:
+        markup = script.text()
+        if "<" not in markup:
+            continue
+        holder = LexborHTMLParser(f"<div>{markup}</div>", scripting=True).css_first("body > div")
+        if holder is not None:
+            script.replace_with(holder)
 
 
 def _ancestors(node: LexborNode) -> Iterator[LexborNode]:
