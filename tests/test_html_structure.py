@@ -428,3 +428,19 @@ def test_the_article_shipped_as_a_template_script_is_read_as_markup() -> None:
     text = text_of(page(body))
     assert "flere arter" in text and "Siste avsnitt." in text
     assert "kommentar" not in text
+
+
+def test_the_heading_of_a_link_strip_inside_the_article_goes_with_the_strip() -> None:
+    # A "more on this" box between two parts of the story: its links go,
+    # and so does the heading right above them (with or without a label).
+    body = (
+        f"<article><h1>Humler ved elva</h1><p>{NORSK * 2}</p>"
+        f"<h3>Mer om saken</h3><ul>{links(STRIP)}</ul>"
+        f"<p>Fortsettelse: {NORSK * 2}</p>"
+        f"<h4>Les også</h4><p>Utvalgt</p><ul>{links(STRIP[::-1])}</ul>"
+        f"<h2>Neste del</h2><p>Slutten: {NORSK * 2}</p></article>"
+    )
+    text = text_of(page(body))
+    assert "Fortsettelse:" in text and "Slutten:" in text and "Neste del" in text
+    assert "Mer om saken" not in text and "Les også" not in text and "Utvalgt" not in text
+    assert "Strømpris" not in text

@@ -94,6 +94,14 @@ def trim_edges(blocks: Sequence[Block], link_shares: Sequence[float]) -> list[Bl
             if not keep and kept and kept[-1] is blocks[position - 1] and _is_label(kept[-1]):
                 # The short line that introduced the strip ("Read also:") goes with it.
                 kept.pop()
+            if (
+                not keep
+                and kept
+                and kept[-1].kind == "heading"
+                and _follows(kept[-1], blocks, position)
+            ):
+                # So does the heading right above it: the strip's title ("More on this").
+                kept.pop()
         elif position < first:
             keep = _reads_as_text(block, share, _LEAD_TEXT_CHARS)
         else:
@@ -107,6 +115,14 @@ def trim_edges(blocks: Sequence[Block], link_shares: Sequence[float]) -> list[Bl
         if keep:
             kept.append(block)
     return _without_empty_sections(kept)
+
+
+def _follows(block: Block, blocks: Sequence[Block], position: int) -> bool:
+    """Whether ``block`` stands right before ``position``, or before the label there."""
+    before = blocks[position - 1] if position else None
+    if before is block:
+        return True
+    return position >= 2 and blocks[position - 2] is block and _is_label(blocks[position - 1])
 
 
 def _without_empty_sections(blocks: list[Block]) -> list[Block]:
