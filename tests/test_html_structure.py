@@ -444,3 +444,16 @@ def test_the_heading_of_a_link_strip_inside_the_article_goes_with_the_strip() ->
     assert "Fortsettelse:" in text and "Slutten:" in text and "Neste del" in text
     assert "Mer om saken" not in text and "Les også" not in text and "Utvalgt" not in text
     assert "Strømpris" not in text
+
+
+def test_the_author_box_goes_but_a_wrapper_named_for_the_author_stays() -> None:
+    # A bio under the story reads as prose, yet it is about the writer; a
+    # post wrapper that a theme names after its author holds the story itself.
+    bio = (
+        '<div class="forfatter-boks author-box"><p>Kari Nordmann skriver om natur og miljø, '
+        "og hun har fulgt humlene i kommunen i mange år før denne saken.</p></div>"
+    )
+    body = f'<div class="innlegg author-kari"><h1>Humler</h1><p>{NORSK * 3}</p>{bio}</div>'
+    text = text_of(page(body))
+    assert "flere arter" in text
+    assert "Kari Nordmann" not in text
