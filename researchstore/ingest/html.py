@@ -105,6 +105,7 @@ _ARTICLE_TEMPLATES = ", ".join(
     for kind in ("text/template", "text/html", "text/x-template")
 )
 _MAX_TEMPLATES = 20
+_TEMPLATE_TYPE = re.compile(r"""type\s*=\s*["']?text/(?:template|html|x-template)""", re.I)
 #: Teaser cards (``_teaser_cards``): how many alike boxes make a group, how
 #: far above its linked heading a box may be, and how long one may read.
 _TEASER_GROUP = 3
@@ -137,7 +138,7 @@ def parse_html(
 
     tree = LexborHTMLParser(text, scripting=True)
     _read_metadata(tree, doc)
-    _unpack_templates(tree)
+    _unpack_templates(tree, text)
     walker = _Walker(max_nodes)
     _drop_boilerplate(tree, aggressive=True)
     container, article_end = _main_container(tree, max_nodes)
@@ -146,7 +147,7 @@ def parse_html(
         # Cleaning can remove a whole page whose wrapper has an unlucky class
         # name; read it again with only the certain junk removed.
         tree = LexborHTMLParser(text, scripting=True)
-        _unpack_templates(tree)
+        _unpack_templates(tree, text)
         _drop_boilerplate(tree, aggressive=False)
         walker = _Walker(max_nodes)
         walker.walk(tree.body or tree.root)
@@ -156,7 +157,7 @@ def parse_html(
         # article with it (a page builder's "widget" boxes). Choose again
         # without judging boxes by their names, and keep what reads as text.
         tree = LexborHTMLParser(text, scripting=True)
-        _unpack_templates(tree)
+        _unpack_templates(tree, text)
         _drop_boilerplate(tree, aggressive=True, names=False)
         container, article_end = _main_container(tree, max_nodes)
         second = _Walker(max_nodes)
@@ -271,13 +272,16 @@ def _first_h1(tree: LexborHTMLParser) -> str:
 # -- cleaning ------------------------------------------------------------------
 
 
-def _unpack_templates(tree: LexborHTMLParser) -> None:
+def _unpack_templates(tree: LexborHTMLParser, text: str) -> None:
     """Read the markup of a template script inside the declared article as markup.
 
     Some pages (Blogger's themes among them) ship the article's body as a
     ``<script type="text/template">`` that a script renders: the text is
     the page's own, only not parsed yet. Templates elsewhere stay scripts.
+    A page whose ``text`` names no template type is not searched.
     """
+    if _TEMPLATE_TYPE.search(text) is None:
+        return
     for script in tree.css(_ARTICLE_TEMPLATES)[:_MAX_TEMPLATES]:
         markup = script.text()
         if "<" not in markup:
