@@ -457,3 +457,21 @@ def test_the_author_box_goes_but_a_wrapper_named_for_the_author_stays() -> None:
     text = text_of(page(body))
     assert "flere arter" in text
     assert "Kari Nordmann" not in text
+
+
+def test_a_carousel_of_quotes_does_not_outweigh_the_page_own_text() -> None:
+    # A homepage: one paragraph about the firm, then a slider of short
+    # quotes from clients, alike and many: what the firm's visitors said.
+    quotes = "".join(
+        f'<li class="omtale-slide"><blockquote><p>«Takk for god hjelp med saken, nummer {n}.»</p>'
+        "<cite>E-post fra en klient</cite></blockquote></li>"
+        for n in range(7)
+    )
+    body = (
+        f'<div class="forside"><p class="ingress">Velkommen: {NORSK * 3}</p>'
+        f'<div class="omtaler carousel"><ul class="slides">{quotes}</ul></div>'
+        f"<div><p>Kontor: {DEUTSCH * 2}</p></div></div>"
+    )
+    text = text_of(page(body))
+    assert "Velkommen:" in text
+    assert "Takk for god hjelp" not in text
