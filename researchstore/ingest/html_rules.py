@@ -89,7 +89,7 @@ _BOILERPLATE_WORDS = (
     "sharing social ad ads advert adverts advertisement sponsor sponsored promo promos cookie "
     "cookies consent gdpr newsletter subscribe popup modal dialog related comments comment disqus "
     "footer masthead toolbar pagination pager skip widget widgets outbrain taboola caption "
-    "captions credit credits author authors byline slider sliders carousel testimonial "
+    "captions credit credits author authors slider sliders carousel testimonial "
     "testimonials"
 ).split()
 # Parts of camelCase names ("adBox", "siteNav"), only for unambiguous words:
