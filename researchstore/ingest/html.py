@@ -95,8 +95,10 @@ _DECLARED_CONTAINERS = (
     ("article", 0.5),
     ("main, [role=main]", 0.5),
 )
-#: A second choice of container, for a page whose first shows no prose, is
-#: taken when it shows at least this much.
+#: A page whose chosen container shows no prose and less text than this is
+#: read a second time (a long one is a listing or a table, read as it is);
+#: the second choice of container is taken when it shows this much prose.
+_FALLBACK_BELOW = 5000
 _FALLBACK_PROSE = 2 * PROSE_CHARS
 #: Template scripts inside the declared article, read as markup (at most so many).
 _ARTICLE_TEMPLATES = ", ".join(
@@ -152,7 +154,12 @@ def parse_html(
         walker = _Walker(max_nodes)
         walker.walk(tree.body or tree.root)
     doc.blocks = trim_edges(walker.blocks, walker.link_shares)
-    if walker.blocks and not walker.limited and not _prose_in(doc.blocks):
+    if (
+        walker.blocks
+        and not walker.limited
+        and sum(len(block.text) for block in doc.blocks) < _FALLBACK_BELOW
+        and not _prose_in(doc.blocks)
+    ):
         # No paragraph of prose: chrome may have won, or cleaning took the
         # article with it (a page builder's "widget" boxes). Choose again
         # without judging boxes by their names, and keep what reads as text.
