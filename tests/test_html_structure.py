@@ -319,20 +319,32 @@ def teaser_cards(count: int, *, words: str = "Kort nytt om været i morgen, og m
     )
 
 
+STORY_HEAD = '<meta property="og:type" content="article">'
+
+
 def test_teaser_cards_of_other_stories_do_not_outweigh_a_short_story() -> None:
     # Six excerpts under linked headings hold more prose than the story
     # itself; they are what a link to each story looks like, not this story.
     story = f'<div id="sak"><h1>Humler ved elva</h1><p>{NORSK * 2}</p></div>'
     body = f'<div id="side">{story}<div id="neste">{teaser_cards(6)}</div></div>'
-    text = text_of(page(body))
+    text = text_of(page(body, head=STORY_HEAD))
     assert "flere arter" in text
     assert "Kort nytt" not in text and "Sak nummer" not in text
+    # A page that does not say it is one story: the story's text must then
+    # hold its own against the teasers (a quarter of their text, here more).
+    longer = f'<div id="sak"><h1>Humler ved elva</h1><p>{NORSK * 4}</p></div>'
+    text = text_of(page(f'<div id="side">{longer}<div id="neste">{teaser_cards(6)}</div></div>'))
+    assert "flere arter" in text and "Sak nummer" not in text
 
 
-def test_a_page_of_teaser_cards_alone_keeps_them() -> None:
-    # A listing page has no other story: its excerpts are what it says.
-    body = f'<div id="liste">{teaser_cards(4, words=NORSK)}</div>'
-    assert "flere arter" in text_of(page(body))
+def test_a_listing_of_teaser_cards_keeps_them() -> None:
+    # A listing page: its excerpts are what it says, whether alone or under
+    # a short line of its own.
+    cards = teaser_cards(4, words=NORSK)
+    assert "flere arter" in text_of(page(f'<div id="liste">{cards}</div>'))
+    intro = f'<div id="om"><p>{DEUTSCH}</p></div>'
+    text = text_of(page(f'{intro}<div id="liste">{cards}</div>'))
+    assert "flere arter" in text and "Sak nummer 3" in text
 
 
 def test_sections_under_headings_that_link_nowhere_else_are_not_teasers() -> None:

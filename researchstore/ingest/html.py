@@ -113,6 +113,9 @@ _TEMPLATE_TYPE = re.compile(r"""type\s*=\s*["']?text/(?:template|html|x-template
 _TEASER_GROUP = 3
 _CARD_STEPS = 4
 _TEASER_CHARS = 800
+#: A page not declared a story is a listing when its teasers hold this many
+#: times the text of everything else.
+_LISTING_SHARE = 4
 _LINKED_HEADINGS = ", ".join(f"{tag} a[href]" for tag in ("h1", "h2", "h3", "h4", "h5", "h6"))
 _COMMAS = re.compile(r"[,、，،]")
 _TRAILING_BRACKETS = re.compile(r"\s*\[[^\[\]]{1,60}\]$")
@@ -139,11 +142,11 @@ def parse_html(
     text, cut_at_node_limit = limit_markup(text, max_nodes=max_nodes, notes=doc.skipped)
 
     tree = LexborHTMLParser(text, scripting=True)
-    _read_metadata(tree, doc)
+    story = _read_metadata(tree, doc)
     _unpack_templates(tree, text)
     walker = _Walker(max_nodes)
     _drop_boilerplate(tree, aggressive=True)
-    container, article_end = _main_container(tree, max_nodes)
+    container, article_end = _main_container(tree, max_nodes, story=story)
     walker.walk(container, stop_after=article_end)
     if not walker.blocks and not walker.limited:
         # Cleaning can remove a whole page whose wrapper has an unlucky class
@@ -166,7 +169,7 @@ def parse_html(
         tree = LexborHTMLParser(text, scripting=True)
         _unpack_templates(tree, text)
         _drop_boilerplate(tree, aggressive=True, names=False)
-        container, article_end = _main_container(tree, max_nodes)
+        container, article_end = _main_container(tree, max_nodes, story=story)
         second = _Walker(max_nodes)
         second.walk(container, stop_after=article_end)
         blocks = trim_edges(second.blocks, second.link_shares)
@@ -194,7 +197,9 @@ def _collapse(text: str | None) -> str:
     return " ".join((text or "").split())
 
 
-def _read_metadata(tree: LexborHTMLParser, doc: ParsedDocument) -> None:
+def _read_metadata(tree: LexborHTMLParser, doc: ParsedDocument) -> bool:
+    """Fill ``doc``'s title, description, language and date from the page's
+    head; True when the page declares itself one story (``og:type`` article)."""
     metas: dict[str, str] = {}
     # Where each date-bearing key was read; keys of <meta> tags are "meta".
     date_sources = {"datepublished": "time", "time": "time", "ld:datepublished": "json-ld"}
@@ -246,6 +251,7 @@ def _read_metadata(tree: LexborHTMLParser, doc: ParsedDocument) -> None:
         if key in metas and (parsed := iso_date(metas[key])):
             doc.date, doc.date_source = parsed, date_sources.get(key, "meta")
             break
+    return (metas.get("og:type") or "").lower() == "article"
 
 
 def _read_byline_date(doc: ParsedDocument, blocks: list[Block]) -> None:
@@ -460,7 +466,7 @@ def _prose_chars(node: LexborNode) -> int:
 
 
 def _main_container(
-    tree: LexborHTMLParser, max_nodes: int
+    tree: LexborHTMLParser, max_nodes: int, *, story: bool = False
 ) -> tuple[LexborNode | None, LexborNode | None]:
     """Pick the element holding the article's text, and where the article ends.
 
@@ -477,7 +483,7 @@ def _main_container(
     body = tree.body or tree.root
     if body is None:
         return None, None
-    found = _densest(body, max_nodes)
+    found = _densest(body, max_nodes, story=story)
     if found is None:
         # No paragraph anywhere: the largest declared container, else all.
         for selector in ("main, [role=main]", "article"):
@@ -515,7 +521,7 @@ def _widen(node: LexborNode, chars: int, content: Callable[[LexborNode], int]) -
 
 
 def _densest(
-    body: LexborNode, max_nodes: int
+    body: LexborNode, max_nodes: int, *, story: bool = False
 ) -> tuple[LexborNode, Callable[[LexborNode], int]] | None:
     """The element whose paragraphs score highest (Readability's heuristic).
 
@@ -554,9 +560,14 @@ def _densest(
         (entry[2] if linked else entry[1]).append(text)
     if cards:
         # A teaser's excerpt reads as prose, but the story it stands for is
-        # elsewhere: counted as the link it is, unless teasers are all there is.
+        # elsewhere: counted as the link it is, on a page that declares
+        # itself one story or holds enough text besides; otherwise the page
+        # is a listing, and its teasers are what it says.
         teasers = [key for key, entry in paragraphs.items() if _in_card(entry[0], cards)]
-        if len(teasers) < len(paragraphs):
+        teaser_chars = sum(len(text) for key in teasers for text in paragraphs[key][1])
+        other_chars = sum(len(text) for entry in paragraphs.values() for text in entry[1])
+        other_chars -= teaser_chars
+        if other_chars and (story or other_chars * _LISTING_SHARE >= teaser_chars):
             for key in teasers:
                 paragraph, plain, links = paragraphs[key]
                 paragraphs[key] = (paragraph, [], links + plain)
