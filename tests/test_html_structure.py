@@ -487,3 +487,13 @@ def test_a_carousel_of_quotes_does_not_outweigh_the_page_own_text() -> None:
     text = text_of(page(body))
     assert "Velkommen:" in text
     assert "Takk for god hjelp" not in text
+
+
+def test_reading_again_never_brings_back_a_named_box_beside_the_main() -> None:
+    # The <main> holds a video's title and a short line, no prose; a
+    # newsletter box beside it is prose, but the page's own names mark it.
+    main = "<main><h1>Humler på video</h1><p>Se opptaket fra elva.</p></main>"
+    box = f'<div class="nyhetsbrev newsletter"><p>{DEUTSCH * 2}</p><p>{DEUTSCH}</p></div>'
+    text = text_of(page(main + box))
+    assert "Humler på video" in text
+    assert "mehr Arten" not in text

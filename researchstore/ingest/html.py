@@ -165,7 +165,8 @@ def parse_html(
     ):
         # No paragraph of prose: chrome may have won, or cleaning took the
         # article with it (a page builder's "widget" boxes). Choose again
-        # without judging boxes by their names, and keep what reads as text.
+        # without judging boxes in the article by their names (beside a
+        # declared <main> they still go), and keep what reads as text.
         tree = LexborHTMLParser(text, scripting=True)
         _unpack_templates(tree, text)
         _drop_boilerplate(tree, aggressive=True, names=False)
@@ -322,7 +323,8 @@ def _has_ancestor(node: LexborNode, tags: tuple[str, ...]) -> bool:
 
 def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool, names: bool = True) -> None:
     """Remove what is never the article; with ``aggressive``, likely chrome too
-    (hidden, marked by ARIA or microdata, and with ``names``, by its id or class)."""
+    (hidden, marked by ARIA or microdata, or by its id or class: with
+    ``names`` everywhere, without only outside the ``<main>`` the page declares)."""
     # An <aside> or <nav> around the article the page declares is a layout
     # box, not chrome: it stays (what else it holds is judged later).
     declared = {
@@ -358,6 +360,14 @@ def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool, names: bool =
     article_holders = {
         holder.mem_id for node in [*mains, *articles[-1:]] for holder in (node, *_ancestors(node))
     }
+
+    def beside_main(node: LexborNode) -> bool:
+        # Outside the <main> the page declares, and not around it.
+        return (
+            bool(mains)
+            and node.mem_id not in article_holders
+            and not _has_ancestor(node, ("main",))
+        )
 
     def protected(node: LexborNode, *, evidence: str = "role") -> bool:
         # A wrapper around the article (a page-wide <form>, a layout div
@@ -411,11 +421,11 @@ def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool, names: bool =
         if budget < 0:
             break
         evidence = boilerplate_evidence(node.attributes)
-        if evidence is not None and (names or evidence != "name"):
+        if evidence is not None and (names or evidence != "name" or beside_main(node)):
             remove_if_unprotected(node, evidence=evidence)
-    for node in tree.css("header")[: _MAX_ELEMENT_CHECKS if names else 0]:
+    for node in tree.css("header")[:_MAX_ELEMENT_CHECKS]:
         # A page-wide <header> around the <main> is a layout wrapper.
-        if not _has_ancestor(node, ("main", "article")):
+        if not _has_ancestor(node, ("main", "article")) and (names or beside_main(node)):
             remove_if_unprotected(node, evidence="name")
     for node in tree.css("form")[:_MAX_ELEMENT_CHECKS]:
         remove_if_unprotected(node)
