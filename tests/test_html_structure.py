@@ -497,3 +497,15 @@ def test_reading_again_never_brings_back_a_named_box_beside_the_main() -> None:
     text = text_of(page(main + box))
     assert "Humler på video" in text
     assert "mehr Arten" not in text
+
+
+def test_reading_again_never_brings_back_a_consent_or_newsletter_box() -> None:
+    # No <main>: the second reading keeps the article's "widget" boxes, but
+    # what floats over a page or asks something of the reader still goes.
+    boxes = "".join(
+        f'<div class="bygger-widget bygger-widget-tekst"><p>{NORSK}</p></div>' for _ in range(2)
+    )
+    consent = f'<div class="cookie-samtykke"><p>{DEUTSCH * 3}</p><p>{DEUTSCH}</p></div>'
+    text = text_of(page(f'<div id="innhold"><h1>Humler</h1>{boxes}</div>{consent}'))
+    assert text.count("flere arter") == 2
+    assert "mehr Arten" not in text

@@ -378,10 +378,11 @@ def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool, names: bool =
         chars = len(node.text())
         budget -= chars
         if chars * 2 >= body_chars:
-            # Half the page: a wrapper around the article, unless the page
-            # declares its <main> and this box is neither in it nor around it.
-            return not mains or _has_ancestor(node, ("main",))
-        if evidence != "name" or chars < _PROSE_MIN_CHARS:
+            # Half the page: a wrapper around the article, unless it floats
+            # over the page or the page declares its <main> and this box is
+            # neither in it nor around it.
+            return evidence != "overlay" and (not mains or _has_ancestor(node, ("main",)))
+        if evidence not in ("name", "overlay") or chars < _PROSE_MIN_CHARS:
             return False
         # Only a word in a class name says it is chrome, while the element
         # reads as running text (most of it in long paragraphs): a layout

@@ -112,6 +112,11 @@ _NAME_HIT = re.compile(
     + "|".join(map(re.escape, _BOILERPLATE_PARTS))
 )
 _COMMENT_HIT = re.compile(r"(?<![a-z])(?:comments?|disqus)(?![a-z])")
+# What floats over the page or asks the reader for something (consent, an
+# address, a sign-in): never a layout box around the article.
+_OVERLAY_HIT = re.compile(
+    r"(?<![a-z])(?:gdpr|subscribe|popup|modal|dialog)(?![a-z])|cookie|consent|newsletter"
+)
 _CAMEL = frozenset(_CAMEL_WORDS)
 _CAMEL_SPLIT = re.compile(r"[^A-Za-z]+|(?<=[a-z])(?=[A-Z])")
 _BOILERPLATE_LABEL = re.compile(
@@ -248,7 +253,9 @@ def boilerplate_evidence(attributes: dict[str, str | None]) -> str | None:
     ``"role"``: an ARIA landmark, label or modal the page declares
     (navigation, banner, contentinfo, a dialog, a control), or microdata
     naming the author's box; ``"comments"``: a comment section (by its name
-    or its microdata type), prose that is not the article; ``"name"``: a
+    or its microdata type), prose that is not the article; ``"overlay"``: a
+    word for what floats over the page or asks the reader for something
+    (cookie consent, a newsletter box, a sign-in dialog); ``"name"``: a
     word in its id or class, which a layout wrapper around the article can
     carry too (``"entry share"``, ``"elementor-widget"``), so structure may
     overrule it.
@@ -277,7 +284,9 @@ def _name_evidence(names: str) -> str | None:
     lowered = names.lower()
     # One regular expression in C for every word and part.
     if _NAME_HIT.search(lowered):
-        return "comments" if _COMMENT_HIT.search(lowered) else "name"
+        if _COMMENT_HIT.search(lowered):
+            return "comments"
+        return "overlay" if _OVERLAY_HIT.search(lowered) else "name"
     # camelCase: "adBox", "siteNav" (only for the unambiguous _CAMEL words).
     if lowered != names and not _CAMEL.isdisjoint(
         word.lower() for word in _CAMEL_SPLIT.split(names)
