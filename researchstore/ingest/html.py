@@ -104,10 +104,9 @@ _FALLBACK_PROSE = 2 * PROSE_CHARS
 _ARTICLE_TEMPLATES = ", ".join(
     f'{scope} script[type="{kind}" i]'
     for scope in ("[itemprop=articleBody]", "article", "main")
-    for kind in ("text/template", "text/html", "text/x-template")
+    for kind in ("text/template", "text/x-template")
 )
 _MAX_TEMPLATES = 20
-_TEMPLATE_TYPE = re.compile(r"""type\s*=\s*["']?text/(?:template|html|x-template)""", re.I)
 #: Teaser cards (``_teaser_cards``): how many alike boxes make a group, how
 #: far above its linked heading a box may be, and how long one may read.
 _TEASER_GROUP = 3
@@ -292,9 +291,9 @@ def _unpack_templates(tree: LexborHTMLParser, text: str) -> None:
     Some pages (Blogger's themes among them) ship the article's body as a
     ``<script type="text/template">`` that a script renders: the text is
     the page's own, only not parsed yet. Templates elsewhere stay scripts.
-    A page whose ``text`` names no template type is not searched.
+    A page whose ``text`` never says "template" is not searched.
     """
-    if _TEMPLATE_TYPE.search(text) is None:
+    if "template" not in text:  # one scan at memory speed before any CSS query
         return
     for script in tree.css(_ARTICLE_TEMPLATES)[:_MAX_TEMPLATES]:
         markup = script.text()
