@@ -509,3 +509,16 @@ def test_reading_again_never_brings_back_a_consent_or_newsletter_box() -> None:
     text = text_of(page(f'<div id="innhold"><h1>Humler</h1>{boxes}</div>{consent}'))
     assert text.count("flere arter") == 2
     assert "mehr Arten" not in text
+
+
+def test_a_declarative_shadow_root_is_read_and_an_inert_template_is_not() -> None:
+    # <template shadowrootmode> is drawn by the browser where it stands; any
+    # other <template> is never shown.
+    card = (
+        '<fakta-boks><template shadowrootmode="open"><h2>Fakta</h2>'
+        f"<p>Skygge: {NORSK * 2}</p><slot></slot></template><p>Lys: {NORSK}</p></fakta-boks>"
+    )
+    inert = f"<template><p>Mal: {DEUTSCH * 2}</p></template>"
+    text = text_of(page(f"<article><h1>Humler</h1>{card}{inert}</article>"))
+    assert "Skygge:" in text and "Lys:" in text and "Fakta" in text
+    assert "Mal:" not in text

@@ -106,6 +106,8 @@ _ARTICLE_TEMPLATES = ", ".join(
     for scope in ("[itemprop=articleBody]", "article", "main")
     for kind in ("text/template", "text/x-template")
 )
+_SHADOW_ROOTS = "template[shadowrootmode], template[shadowroot]"
+_MAX_SHADOW_ROOTS = 200
 _MAX_TEMPLATES = 20
 #: Teaser cards (``_teaser_cards``): how many alike boxes make a group, how
 #: far above its linked heading a box may be, and how long one may read.
@@ -286,22 +288,38 @@ def _first_h1(tree: LexborHTMLParser) -> str:
 
 
 def _unpack_templates(tree: LexborHTMLParser, text: str) -> None:
-    """Read the markup of a template script inside the declared article as markup.
+    """Read the markup a page renders from templates as the page's markup.
 
-    Some pages (Blogger's themes among them) ship the article's body as a
-    ``<script type="text/template">`` that a script renders: the text is
-    the page's own, only not parsed yet. Templates elsewhere stay scripts.
+    - A declarative shadow root (``<template shadowrootmode="open">``) is
+      drawn by the browser in place of the template: its text is the page's.
+      Other ``<template>`` elements are inert and stay dropped.
+    - Some pages (Blogger's themes among them) ship the article's body as a
+      ``<script type="text/template">`` that a script renders: the text is
+      the page's own, only not parsed yet. Templates outside the declared
+      article stay scripts.
+
     A page whose ``text`` never says "template" is not searched.
     """
     if "template" not in text:  # one scan at memory speed before any CSS query
         return
+    for root in tree.css(_SHADOW_ROOTS)[:_MAX_SHADOW_ROOTS]:
+        markup = root.html or ""
+        # The template's own tags around its content (Lexbor keeps the content
+        # apart from the tree: only the markup reaches it).
+        markup = markup[markup.find(">") + 1 : markup.rfind("<")]
+        _replace_with_markup(root, markup)
     for script in tree.css(_ARTICLE_TEMPLATES)[:_MAX_TEMPLATES]:
         markup = script.text()
-        if "<" not in markup:
-            continue
-        holder = LexborHTMLParser(f"<div>{markup}</div>", scripting=True).css_first("body > div")
-        if holder is not None:
-            script.replace_with(holder)
+        if "<" in markup:  # markup, not a bare value ("{{ title }}")
+            _replace_with_markup(script, markup)
+
+
+def _replace_with_markup(node: LexborNode, markup: str) -> None:
+    if not markup.strip():
+        return
+    holder = LexborHTMLParser(f"<div>{markup}</div>", scripting=True).css_first("body > div")
+    if holder is not None:
+        node.replace_with(holder)
 
 
 def _ancestors(node: LexborNode) -> Iterator[LexborNode]:
