@@ -668,7 +668,10 @@ def _densest(
             break
         current, grown = chars.get(top.mem_id, 0), chars.get(ancestor.mem_id, 0)
         beside = direct.get(ancestor.mem_id, (ancestor, 0))[1]
-        if grown >= _GROW * current or (grown > current and 2 * beside >= grown - current):
+        added = grown - current
+        if grown >= _GROW * current or (
+            added > 0 and beside >= PROSE_CHARS and 2 * beside >= added
+        ):
             density_checks += 1
             if _link_density(ancestor) < 0.3:
                 top = ancestor
