@@ -67,6 +67,10 @@ def write_report(root: Path, key: str, text: str, **meta: Any) -> Path:
 
 
 def hits(db: Path, query: str, **args: Any) -> list[dict[str, Any]] | None:
+    """The search's hits for ``query``'s words (keyword mode unless ``args`` say
+    otherwise: by meaning every store has a nearest chunk, so "not found"
+    can only be asked of words)."""
+    args.setdefault("mode", "keyword")
     result = run("call", str(db), "research_chunk_search", json.dumps({"query": query, **args}))
     try:
         envelope = json.loads(result.stdout)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -25,6 +26,8 @@ from helpers import run_summaries
 import researchstore.cli
 from researchstore import TOOLS, Store
 from researchstore.cli import main
+from researchstore.cli.common import print_embed_summary
+from researchstore.embed import EmbedSummary
 from researchstore.errors import (
     EXIT_CODES,
     InvalidInput,
@@ -660,3 +663,24 @@ def test_a_store_opened_without_its_indexes_opens_them_for_a_search(ingested: In
         assert store.search("varroa")
         assert store.sync.opened
         assert store.check()["consistent"]
+
+
+def test_the_embedding_summary_is_stamped_as_every_log_line_is(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # A cron log read line by line: the embedding run's lines carry the time
+    # as the ingest's own lines do.
+    summary = EmbedSummary(
+        model="a-model",
+        embedded=3,
+        failed=1,
+        seconds=0.5,
+        failures=[{"chunk_id": "c", "reason": "r"}],
+    )
+    print_embed_summary(summary, as_json=False)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2
+    for line in lines:
+        assert re.match(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z ", line), line
+    assert "embedded 3 chunks with a-model" in lines[0]
+    assert lines[1].endswith("embed_failed c: r")

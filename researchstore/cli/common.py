@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
+from researchstore.dates import utc_now
 from researchstore.errors import EXIT_CODES, Interrupted, InvalidInput, ResearchStoreError
 
 if TYPE_CHECKING:
@@ -102,10 +103,12 @@ def print_embed_summary(summary: EmbedSummary, *, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps({"embed": summary.to_dict()}, ensure_ascii=False))
         return
+    # Stamped as the ingest's own lines are, so that a log reads line by line.
+    now = utc_now()
     click.echo(
-        f"embedded {summary.embedded} chunks with {summary.model} in {summary.seconds:.1f}s "
-        f"({summary.chunks_per_second:.1f} chunks/s); {summary.failed} failed, "
-        f"{summary.passed_over} replaced meanwhile"
+        f"{now} embedded {summary.embedded} chunks with {summary.model} in "
+        f"{summary.seconds:.1f}s ({summary.chunks_per_second:.1f} chunks/s); "
+        f"{summary.failed} failed, {summary.passed_over} replaced meanwhile"
     )
     for failure in summary.failures[:20]:
-        click.echo(f"  embed_failed {failure['chunk_id']}: {failure['reason']}")
+        click.echo(f"{now} embed_failed {failure['chunk_id']}: {failure['reason']}")
