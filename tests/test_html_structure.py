@@ -522,3 +522,14 @@ def test_a_declarative_shadow_root_is_read_and_an_inert_template_is_not() -> Non
     text = text_of(page(f"<article><h1>Humler</h1>{card}{inert}</article>"))
     assert "Skygge:" in text and "Lys:" in text and "Fakta" in text
     assert "Mal:" not in text
+
+
+def test_a_short_line_beside_the_story_does_not_widen_it_into_its_wrapper() -> None:
+    # The wrapper holds the story, a copyright line of its own and a box of
+    # plain items; one short line is no lead: the story's box stays the choice.
+    story = f'<div id="sak"><h1>Humler</h1><p>{NORSK * 2}</p><p>{NORSK}</p></div>'
+    box = "<div><ul><li>Strømpris i dag</li><li>Værmelding for helgen</li></ul></div>"
+    body = f'<div id="ramme">{story}<p>© Avisa, alle rettigheter.</p>{box}</div>'
+    text = text_of(page(body))
+    assert "flere arter" in text
+    assert "Strømpris" not in text
