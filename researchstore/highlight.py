@@ -337,11 +337,15 @@ def _prefixes(terms: dict[str, frozenset[str]]) -> frozenset[str]:
     "skies": "sky"), and a short stem whose "e" stands for the "i" of "-ing"
     ("using": "use", "dying": "die"). A term shorter than ``_PREFIX`` is a
     prefix of its own, of words a few letters longer (``_SHORT_TAIL``:
-    "going": "go").
+    "going": "go"). The other analyses' stemmers edit the start of a word
+    more often: ``_edited_prefixes`` gives their terms' prefixes too.
     """
     prefixes = set()
-    for wanted in terms.values():
+    for analysis, wanted in terms.items():
+        edited = analysis != DEFAULT_ANALYSIS
         for term in wanted:
+            if edited:
+                prefixes.update(_edited_prefixes(term))
             prefix = term[:_PREFIX]
             prefixes.add(prefix)
             if prefix.endswith("i"):
@@ -353,6 +357,29 @@ def _prefixes(terms: dict[str, frozenset[str]]) -> frozenset[str]:
                 if prefix.endswith("ie"):
                     prefixes.add(prefix[0] + "yi")
     return frozenset(prefixes)
+
+
+def _edited_prefixes(term: str) -> set[str]:
+    """The first letters of words whose stem is ``term`` although they start
+    otherwise, as stemmers other than the English one make such stems:
+
+    - a vowel written with an "e" after it, which the German stemmer reads
+      as its umlaut ("Koeln", "fuer", "zuerst": "koln", "fur", "zurst");
+    - a letter doubled that the stem has once (Finnish: "ollut": "olu");
+    - a vowel the stem has doubled (Dutch: "lopen": "loop");
+    - "ge" before it (Dutch participles: "gewerkt": "werk").
+
+    Each only lets more words be stemmed: whether one matches is still the
+    stemmer's answer.
+    """
+    edited = {("ge" + term)[:_PREFIX]}
+    for at, letter in enumerate(term[:_PREFIX]):
+        edited.add((term[: at + 1] + letter + term[at + 1 :])[:_PREFIX])
+        if letter in "aou":
+            edited.add((term[: at + 1] + "e" + term[at + 1 :])[:_PREFIX])
+        if letter in "aeiouy" and term[at + 1 : at + 2] == letter:
+            edited.add((term[:at] + term[at + 1 :])[:_PREFIX])
+    return edited
 
 
 def _wanted(word: str, prefixes: frozenset[str]) -> bool:

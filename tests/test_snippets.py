@@ -133,3 +133,31 @@ def test_stems_kept_from_search_to_search_change_no_snippet(
     monkeypatch.setattr(HIGHLIGHTER, "most_stemmed", 1)
     assert highlights(texts, terms) == cold
     assert [highlight(text, terms) for text in texts] == cold
+
+
+#: Words other stemmers stem into terms that start otherwise than they do:
+#: German reads "ue", "oe" and "ae" as umlauts, Finnish drops a doubled
+#: letter, Dutch doubles a vowel and drops the "ge" of a participle.
+STEMMED_APART_ELSEWHERE = [
+    (
+        "de",
+        "Köln Müller Übung zuerst für Öl",
+        "In Koeln und Köln, Mueller und Müller, Uebung und Übung; zuerst fuer Oel, für Öl.",
+    ),
+    ("fi", "ollut array ettei", "Se on ollut hyvä, ettei array ollut tyhjä."),
+    ("nl", "werken lopen bouwen", "Zij hebben gewerkt, gelopen en gebouwd; werken, lopen, bouwen."),
+]
+
+
+@pytest.mark.parametrize(("analysis", "query", "text"), STEMMED_APART_ELSEWHERE)
+def test_words_other_stemmers_stem_apart_are_marked_as_the_index_matches(
+    analysis: str, query: str, text: str
+) -> None:
+    def terms_of(words: str) -> set[str]:
+        return {term.removesuffix(MARK) for term in index_terms(words, analysis)}
+
+    wanted = terms_of(query)
+    expected = [word for word in re.findall(r"[^\W_]+", text) if terms_of(word) & wanted]
+    marked = _marked(highlight(text, {analysis: frozenset(wanted)}, max_chars=10_000))
+    assert marked == expected
+    assert len(expected) >= 4
