@@ -689,17 +689,16 @@ def _teaser_cards(body: LexborNode) -> set[int]:
 
     The heading's own box, or one of its next few ancestors, is a card when
     its parent holds at least ``_TEASER_GROUP`` such boxes of the same tag and
-    class. A story's own title linked to itself is one box, not a group; a
-    list whose items are linked headings in one box is not cards either.
+    first class, each at most ``_TEASER_CHARS`` long. A story's own title
+    linked to itself is one box, not a group; a heading linked to a place
+    on the page ("#section") links nowhere else.
     """
     groups: dict[tuple[int, str, str], dict[int, LexborNode]] = {}
     for link in body.css(_LINKED_HEADINGS)[:_MAX_ELEMENT_CHECKS]:
         href = link.attributes.get("href") or ""
         if not href or href.startswith("#"):
             continue
-        heading = link.parent
-        while heading is not None and heading.tag not in HEADINGS:
-            heading = heading.parent
+        heading = next((node for node in _ancestors(link) if node.tag in HEADINGS), None)
         if heading is None:
             continue
         heading_chars = len(_collapse(heading.text()))
