@@ -117,7 +117,6 @@ _TEASER_CHARS = 800
 #: A page not declared a story is a listing when its teasers hold this many
 #: times the text of everything else.
 _LISTING_SHARE = 4
-_LINKED_HEADINGS = ", ".join(f"{tag} a[href]" for tag in ("h1", "h2", "h3", "h4", "h5", "h6"))
 _COMMAS = re.compile(r"[,、，،]")
 _TRAILING_BRACKETS = re.compile(r"\s*\[[^\[\]]{1,60}\]$")
 
@@ -300,7 +299,7 @@ def _unpack_templates(tree: LexborHTMLParser, text: str) -> None:
 
     A page whose ``text`` never says "template" is not searched.
     """
-    if "template" not in text:  # one scan at memory speed before any CSS query
+    if "template" not in text:  # one scan of the text before any CSS query
         return
     for root in tree.css(_SHADOW_ROOTS)[:_MAX_SHADOW_ROOTS]:
         markup = root.html or ""
@@ -559,7 +558,9 @@ def _densest(
     function giving any element's paragraph text outside links.
     """
     paragraphs: dict[int, tuple[LexborNode, list[str], list[str]]] = {}
-    cards = _teaser_cards(body)
+    # Each heading whose text runs inside a link, with the link: found on
+    # the way, for the teaser cards (a CSS query would walk the page again).
+    linked_headings: dict[int, tuple[LexborNode, LexborNode]] = {}
     for node in islice(body.traverse(include_text=True), max_nodes):
         if not node.is_text_node:
             continue
@@ -569,23 +570,28 @@ def _densest(
         # The nearest non-inline ancestor, walked by hand: this loop runs
         # for every piece of text on the page.
         parent = node.parent
-        linked = False
+        link = None
         steps = 0
         while parent is not None and steps < _MAX_ANCESTORS:
             tag = parent.tag
             if tag == "a":
                 # An <a> without href is an anchor to link to, not a link.
-                linked = linked or "href" in parent.attributes
+                if link is None and "href" in parent.attributes:
+                    link = parent
             elif tag not in INLINE:
                 break
             parent = parent.parent
             steps += 1
+        linked = link is not None
         if parent is None or parent.tag not in PARAGRAPH_LIKE:
+            if link is not None and parent is not None and parent.tag in HEADINGS:
+                linked_headings.setdefault(parent.mem_id, (parent, link))
             continue
         entry = paragraphs.get(parent.mem_id)
         if entry is None:
             entry = paragraphs[parent.mem_id] = (parent, [], [])
         (entry[2] if linked else entry[1]).append(text)
+    cards = _teaser_cards(list(linked_headings.values())[:_MAX_ELEMENT_CHECKS])
     if cards:
         # A teaser's excerpt reads as prose, but the story it stands for is
         # elsewhere: counted as the link it is, on a page that declares
@@ -683,9 +689,10 @@ def _densest(
     return top, content
 
 
-def _teaser_cards(body: LexborNode) -> set[int]:
+def _teaser_cards(linked_headings: list[tuple[LexborNode, LexborNode]]) -> set[int]:
     """Teaser cards: three or more alike siblings, each a short box headed by a
     link to another page (a story's title and its first lines, "more stories").
+    ``linked_headings``: each heading with text inside a link, and that link.
 
     The heading's own box, or one of its next few ancestors, is a card when
     its parent holds at least ``_TEASER_GROUP`` such boxes of the same tag and
@@ -694,12 +701,9 @@ def _teaser_cards(body: LexborNode) -> set[int]:
     on the page ("#section") links nowhere else.
     """
     groups: dict[tuple[int, str, str], dict[int, LexborNode]] = {}
-    for link in body.css(_LINKED_HEADINGS)[:_MAX_ELEMENT_CHECKS]:
+    for heading, link in linked_headings:
         href = link.attributes.get("href") or ""
         if not href or href.startswith("#"):
-            continue
-        heading = next((node for node in _ancestors(link) if node.tag in HEADINGS), None)
-        if heading is None:
             continue
         heading_chars = len(_collapse(heading.text()))
         if not heading_chars or len(_collapse(link.text())) * 2 < heading_chars:
