@@ -533,3 +533,13 @@ def test_a_short_line_beside_the_story_does_not_widen_it_into_its_wrapper() -> N
     text = text_of(page(body))
     assert "flere arter" in text
     assert "Strømpris" not in text
+
+
+def test_reading_again_never_chooses_a_box_named_as_chrome() -> None:
+    # The page's own text is short lines (a price list), no prose; a sidebar
+    # beside it holds an "about us" paragraph that reads as prose.
+    lines = "".join(f"<p>Humlehotell nr. {n}: 120 kr</p>" for n in range(12))
+    about = f'<div class="sidebar"><div class="om-oss"><p>{NORSK * 2}</p></div></div>'
+    text = text_of(page(f'<div id="innhold"><h1>Priser</h1>{lines}</div>{about}'))
+    assert "Humlehotell nr. 11" in text
+    assert "flere arter" not in text

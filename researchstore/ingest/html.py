@@ -165,8 +165,9 @@ def parse_html(
     ):
         # No paragraph of prose: chrome may have won, or cleaning took the
         # article with it (a page builder's "widget" boxes). Choose again
-        # without judging boxes in the article by their names (beside a
-        # declared <main> they still go), and keep what reads as text.
+        # without judging boxes in the article by the names of components
+        # (a layout region's name, "sidebar" or "footer", still counts, and
+        # beside a declared <main> every name does), and keep what reads as text.
         tree = LexborHTMLParser(text, scripting=True)
         _unpack_templates(tree, text)
         _drop_boilerplate(tree, aggressive=True, names=False)
@@ -340,7 +341,8 @@ def _has_ancestor(node: LexborNode, tags: tuple[str, ...]) -> bool:
 def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool, names: bool = True) -> None:
     """Remove what is never the article; with ``aggressive``, likely chrome too
     (hidden, marked by ARIA or microdata, or by its id or class: with
-    ``names`` everywhere, without only outside the ``<main>`` the page declares)."""
+    ``names`` everywhere; without, a component's name such as "widget"
+    only outside the ``<main>`` the page declares)."""
     # An <aside> or <nav> around the article the page declares is a layout
     # box, not chrome: it stays (what else it holds is judged later).
     declared = {
@@ -398,7 +400,7 @@ def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool, names: bool =
             # over the page or the page declares its <main> and this box is
             # neither in it nor around it.
             return evidence != "overlay" and (not mains or _has_ancestor(node, ("main",)))
-        if evidence not in ("name", "overlay") or chars < _PROSE_MIN_CHARS:
+        if evidence not in ("name", "region", "overlay") or chars < _PROSE_MIN_CHARS:
             return False
         # Only a word in a class name says it is chrome, while the element
         # reads as running text (most of it in long paragraphs): a layout

@@ -114,10 +114,18 @@ _NAME_HIT = re.compile(
 _COMMENT_HIT = re.compile(r"(?<![a-z])(?:comments?|disqus)(?![a-z])")
 # What floats over the page or asks the reader for something (consent, an
 # address, a sign-in): never a layout box around the article.
+# The regions of a page's layout that never hold its article (a sidebar,
+# the footer, navigation), unlike a component's name ("widget", "share").
+_REGION_HIT = re.compile(
+    r"(?<![a-z])(?:navs?|navbar|navigation|menus?|submenu|sidebar|footer|masthead|"
+    r"breadcrumbs?|crumbs|pagination|pager|toolbar|skip)(?![a-z])|sidebar|navbar|navigation|"
+    r"breadcrumb|skiplink|skip-link"
+)
 _OVERLAY_HIT = re.compile(
     r"(?<![a-z])(?:gdpr|subscribe|popup|modal|dialog)(?![a-z])|cookie|consent|newsletter"
 )
 _CAMEL = frozenset(_CAMEL_WORDS)
+_CAMEL_REGIONS = frozenset("nav navbar sidebar footer breadcrumb breadcrumbs".split())
 _CAMEL_SPLIT = re.compile(r"[^A-Za-z]+|(?<=[a-z])(?=[A-Z])")
 _BOILERPLATE_LABEL = re.compile(
     r"breadcrumb|navigation|menu|share|social|cookie|advert|sidebar", re.IGNORECASE
@@ -255,10 +263,11 @@ def boilerplate_evidence(attributes: dict[str, str | None]) -> str | None:
     naming the author's box; ``"comments"``: a comment section (by its name
     or its microdata type), prose that is not the article; ``"overlay"``: a
     word for what floats over the page or asks the reader for something
-    (cookie consent, a newsletter box, a sign-in dialog); ``"name"``: a
-    word in its id or class, which a layout wrapper around the article can
-    carry too (``"entry share"``, ``"elementor-widget"``), so structure may
-    overrule it.
+    (cookie consent, a newsletter box, a sign-in dialog); ``"region"``: a
+    word for a region of the layout (a sidebar, the footer, navigation);
+    ``"name"``: any other word in its id or class. A layout wrapper around
+    the article can carry a region's or another word too (``"entry share"``,
+    ``"elementor-widget"``), so structure may overrule those.
     """
     role = attributes.get("role")
     if role and role.lower() in _BOILERPLATE_ROLES:
@@ -286,12 +295,14 @@ def _name_evidence(names: str) -> str | None:
     if _NAME_HIT.search(lowered):
         if _COMMENT_HIT.search(lowered):
             return "comments"
-        return "overlay" if _OVERLAY_HIT.search(lowered) else "name"
+        if _OVERLAY_HIT.search(lowered):
+            return "overlay"
+        return "region" if _REGION_HIT.search(lowered) else "name"
     # camelCase: "adBox", "siteNav" (only for the unambiguous _CAMEL words).
-    if lowered != names and not _CAMEL.isdisjoint(
-        word.lower() for word in _CAMEL_SPLIT.split(names)
-    ):
-        return "name"
+    if lowered != names:
+        found = _CAMEL.intersection(word.lower() for word in _CAMEL_SPLIT.split(names))
+        if found:
+            return "region" if not found.isdisjoint(_CAMEL_REGIONS) else "name"
     return None
 
 
