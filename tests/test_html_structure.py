@@ -543,3 +543,17 @@ def test_reading_again_never_chooses_a_box_named_as_chrome() -> None:
     text = text_of(page(f'<div id="innhold"><h1>Priser</h1>{lines}</div>{about}'))
     assert "Humlehotell nr. 11" in text
     assert "flere arter" not in text
+
+
+def test_a_copyright_notice_after_the_story_goes_but_a_credit_run_into_it_stays() -> None:
+    notice = (
+        "© 2024 Avisa AS. Alt innhold er opphavsrettslig beskyttet, og gjengivelse uten "
+        "skriftlig tillatelse fra redaksjonen er ikke lov."
+    )
+    body = (
+        f"<article><h1>Humler</h1><p>© Foto: Kari Nordmann. {NORSK * 2}</p>"
+        f"<p>Siste avsnitt: {NORSK}</p><p>{notice}</p></article>"
+    )
+    text = text_of(page(body))
+    assert "© Foto: Kari Nordmann." in text and "Siste avsnitt:" in text
+    assert "opphavsrettslig" not in text

@@ -46,6 +46,8 @@ _TAIL_TEXT_CHARS = 60
 #: Sentence-final punctuation in the scripts the project reads.
 _SENTENCE_END = re.compile(r"[.!?…。！？؟।][\"'”’»)\]）」』]*$")
 _TEXT_KINDS = frozenset(("paragraph", "quote"))
+#: How a copyright notice starts: the sign, or its spelling in ASCII.
+_NOTICE = ("©", "(c) ", "(C) ")
 
 
 def is_prose(block: Block, link_share: float) -> bool:
@@ -55,10 +57,17 @@ def is_prose(block: Block, link_share: float) -> bool:
     )
 
 
+def _is_notice(block: Block) -> bool:
+    """A copyright notice: a block that starts with the sign, in any language."""
+    return block.text.startswith(_NOTICE)
+
+
 def _reads_as_text(block: Block, link_share: float, min_chars: int) -> bool:
     """Whether a block at the edges of the article is text rather than chrome."""
     if block.kind == "heading":
         return True
+    if _is_notice(block):
+        return False
     if link_share >= _EDGE_LINKS:
         return False
     if block.kind not in _TEXT_KINDS:
@@ -86,7 +95,12 @@ def trim_edges(blocks: Sequence[Block], link_shares: Sequence[float]) -> list[Bl
     ]
     if not prose:
         return list(blocks)
-    first, last = prose[0], prose[-1]
+    # A copyright notice after the article's first paragraph ends it, however
+    # long; at its start it is a picture's credit run into the first paragraph.
+    first = prose[0]
+    last = next(
+        (position for position in reversed(prose) if not _is_notice(blocks[position])), first
+    )
     kept: list[Block] = []
     for position, (block, share) in enumerate(zip(blocks, link_shares, strict=True)):
         if first <= position <= last:
@@ -108,7 +122,7 @@ def trim_edges(blocks: Sequence[Block], link_shares: Sequence[float]) -> list[Bl
             # The line right after the article (a signature, a source) is
             # its end; what follows is judged as a strip.
             # A heading there heads no prose: a strip's or a teaser's title.
-            close = position == last + 1 and share < _EDGE_LINKS
+            close = position == last + 1 and share < _EDGE_LINKS and not _is_notice(block)
             keep = block.kind != "heading" and (
                 close or _reads_as_text(block, share, _TAIL_TEXT_CHARS)
             )
