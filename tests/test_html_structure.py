@@ -557,3 +557,13 @@ def test_a_copyright_notice_after_the_story_goes_but_a_credit_run_into_it_stays(
     text = text_of(page(body))
     assert "© Foto: Kari Nordmann." in text and "Siste avsnitt:" in text
     assert "opphavsrettslig" not in text
+
+
+def test_a_short_line_ending_in_a_colon_right_before_the_story_introduces_it() -> None:
+    body = (
+        "<article><h1>Humler</h1><p>Av Kari Nordmann</p><p>Det beste kommer nå:</p>"
+        f"<p>{NORSK * 2}</p></article>"
+    )
+    text = text_of(page(body))
+    assert "Det beste kommer nå:" in text and "flere arter" in text
+    assert "Av Kari Nordmann" not in text  # a byline line is still trimmed

@@ -48,6 +48,8 @@ _SENTENCE_END = re.compile(r"[.!?…。！？؟।][\"'”’»)\]）」』]*$")
 _TEXT_KINDS = frozenset(("paragraph", "quote"))
 #: How a copyright notice starts: the sign, or its spelling in ASCII.
 _NOTICE = ("©", "(c) ", "(C) ")
+#: A line that ends in a colon introduces what follows it.
+_INTRODUCES = re.compile(r"[:：]\s*$")
 
 
 def is_prose(block: Block, link_share: float) -> bool:
@@ -117,7 +119,13 @@ def trim_edges(blocks: Sequence[Block], link_shares: Sequence[float]) -> list[Bl
                 # So does the heading right above it: the strip's title ("More on this").
                 kept.pop()
         elif position < first:
-            keep = _reads_as_text(block, share, _LEAD_TEXT_CHARS)
+            # The line right before the first paragraph that ends in a colon
+            # introduces it ("The best part comes now:"), in any language.
+            keep = _reads_as_text(block, share, _LEAD_TEXT_CHARS) or (
+                position == first - 1
+                and share < _EDGE_LINKS
+                and _INTRODUCES.search(block.text) is not None
+            )
         else:
             # The line right after the article (a signature, a source) is
             # its end; what follows is judged as a strip.
