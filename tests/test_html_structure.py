@@ -356,7 +356,8 @@ def test_sections_under_headings_that_link_nowhere_else_are_not_teasers() -> Non
     )
     long_cards = teaser_cards(4, words=NORSK * 3)
     body = f'<div id="a">{sections}</div><div id="b"><p>{DEUTSCH}</p></div>'
-    assert "Del 3" in text_of(page(body)) and "mehr Arten" in text_of(page(body))
+    text = text_of(page(body))
+    assert "Del 3" in text and "mehr Arten" in text
     assert "Sak nummer 3" in text_of(page(f'<div id="c">{long_cards}</div><p>{DEUTSCH}</p>'))
 
 

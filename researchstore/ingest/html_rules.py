@@ -112,15 +112,15 @@ _NAME_HIT = re.compile(
     + "|".join(map(re.escape, _BOILERPLATE_PARTS))
 )
 _COMMENT_HIT = re.compile(r"(?<![a-z])(?:comments?|disqus)(?![a-z])")
-# What floats over the page or asks the reader for something (consent, an
-# address, a sign-in): never a layout box around the article.
 # The regions of a page's layout that never hold its article (a sidebar,
 # the footer, navigation), unlike a component's name ("widget", "share").
+# Whole words, then the parts that give a region away inside a longer word.
 _REGION_HIT = re.compile(
-    r"(?<![a-z])(?:navs?|navbar|navigation|menus?|submenu|sidebar|footer|masthead|"
-    r"breadcrumbs?|crumbs|pagination|pager|toolbar|skip)(?![a-z])|sidebar|navbar|navigation|"
-    r"breadcrumb|skiplink|skip-link"
+    r"(?<![a-z])(?:navs?|menus?|submenu|footer|masthead|breadcrumbs?|crumbs|pagination|"
+    r"pager|toolbar|skip)(?![a-z])|sidebar|navbar|navigation|breadcrumb|skiplink|skip-link"
 )
+# What floats over the page or asks the reader for something (consent, an
+# address, a sign-in): never a layout box around the article.
 _OVERLAY_HIT = re.compile(
     r"(?<![a-z])(?:gdpr|subscribe|popup|modal|dialog)(?![a-z])|cookie|consent|newsletter"
 )
