@@ -15,13 +15,34 @@ from __future__ import annotations
 import functools
 import re
 from bisect import bisect_left
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import accumulate, compress
+from itertools import accumulate, chain, compress
 from typing import Protocol, cast
 
 from researchstore.fragments import escape_html, fragment_html, original_spans
 from researchstore.language import DEFAULT_ANALYSIS, cjk_bigrams_with_offsets, has_cjk
+
+#: Each text's words that start as one of the prefixes, stop words left out,
+#: as (starts, ends, words lower-cased); None for a text with a letter or
+#: digit past ASCII (``_snippets.c``).
+AsciiWords = Callable[
+    [list[str], frozenset[str], frozenset[str]],
+    list[tuple[list[int], list[int], list[str]] | None],
+]
+
+
+def _speedup() -> AsciiWords | None:
+    """The C speedup, where ``setup.py`` could build it (a C compiler was at
+    hand); else None, and ``_plain_spans`` finds the same words in Python."""
+    try:
+        from researchstore import _snippets
+    except ImportError:
+        return None
+    return _snippets.ascii_words
+
+
+ascii_words = _speedup()
 
 __all__ = ["Highlighter", "WordAnalysis"]
 
@@ -86,12 +107,15 @@ class Highlighter:
         found: list[Matches | None] = [None for _ in texts]
         if terms:
             prefixes = _prefixes(terms)
-            lowered = [text.lower() for text in texts]
-            # Every text without CJK whose length lower-casing keeps, in one batch.
+            if ascii_words is not None:
+                # Texts written in ASCII words, in C, where the speedup is built.
+                found = self._ascii_spans(texts, terms, prefixes)
+            # Every other text without CJK whose length lower-casing keeps, in one batch.
+            lowered = {i: text.lower() for i, text in enumerate(texts) if found[i] is None}
             batch = [
                 i
-                for i, text in enumerate(texts)
-                if text.isascii() or (len(lowered[i]) == len(text) and not has_cjk(text))
+                for i, text in lowered.items()
+                if text.isascii() or (len(text) == len(texts[i]) and not has_cjk(texts[i]))
             ]
             matches = (
                 self._plain_spans([lowered[i] for i in batch], terms, prefixes) if batch else None
@@ -187,6 +211,47 @@ class Highlighter:
                     text_starts = [start - base for start in text_starts]
                     text_ends = [end - base for end in text_ends]
                 out.append((text_starts, text_ends, keys))
+            first = last
+        return out
+
+    def _ascii_spans(
+        self, texts: Sequence[str], terms: dict[str, frozenset[str]], prefixes: frozenset[str]
+    ) -> list[Matches | None]:
+        """``_plain_spans`` for the texts whose every letter and digit is ASCII,
+        their words found in C (``_snippets``): the same words, each text under
+        the analysis that matches most of them; None for every other text."""
+        assert ascii_words is not None
+        found = ascii_words(list(texts), prefixes, self.stopwords)
+        words = list(chain.from_iterable(scanned[2] for scanned in found if scanned is not None))
+        matched_by = [
+            list(map(terms[analysis].__contains__, analysed))
+            for analysis, analysed in self._stems(words, terms).items()
+        ]
+        out: list[Matches | None] = []
+        first = 0
+        for scanned in found:
+            if scanned is None:
+                out.append(None)
+                continue
+            starts, ends, text_words = scanned
+            last = first + len(starts)
+            chosen: list[bool] | None = None
+            most = 0
+            for matched in matched_by:
+                flags = matched[first:last]
+                count = flags.count(True)
+                if count > most:
+                    chosen, most = flags, count
+            if chosen is None:
+                out.append(([], [], None))
+            else:
+                out.append(
+                    (
+                        list(compress(starts, chosen)),
+                        list(compress(ends, chosen)),
+                        list(compress(text_words, chosen)),
+                    )
+                )
             first = last
         return out
 

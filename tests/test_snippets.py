@@ -9,10 +9,15 @@ the index's own analysis, word for word.
 from __future__ import annotations
 
 import html
+import os
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+import researchstore.highlight as highlight_module
+from researchstore.highlight import ascii_words
 from researchstore.index import HIGHLIGHTER, MARK, analyze, index_terms
 
 highlight = HIGHLIGHTER.highlight
@@ -161,3 +166,57 @@ def test_words_other_stemmers_stem_apart_are_marked_as_the_index_matches(
     marked = _marked(highlight(text, {analysis: frozenset(wanted)}, max_chars=10_000))
     assert marked == expected
     assert len(expected) >= 4
+
+
+# -- the C speedup (``researchstore._snippets``) -------------------------------------
+
+_C_ALPHABET = "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ 0123456789 .,;?!-_'\"<>&\n\t"
+#: Not letters or digits past ASCII (they split words), then letters that are.
+_C_WIDE = "–—·±×’“”…≥ βαéüç中İ"
+_C_WORDS = ["mites", "mite", "flies", "fly", "dry", "using", "going", "its", "b12", "b1", "café"]
+#: A 38-letter stem, its 39-letter plural (indexed) and its 40-letter past
+#: tense (too long: the index drops it); words just past a short stem's reach.
+_C_LONG = "ka" * 19
+_C_EDGES = [_C_LONG + "s", _C_LONG.upper() + "ED", "goings", "Doings", "goes", "its"]
+
+
+@pytest.mark.skipif(ascii_words is None, reason="the C speedup is not built")
+@pytest.mark.parametrize("query", [_C_LONG, "go do it"])
+def test_the_c_speedup_keeps_to_the_index_s_word_lengths(query: str) -> None:
+    text = " ".join(_C_EDGES + ["going", "doing", "it", "Go"])
+    terms = {"en": frozenset(index_terms(query))}
+    with_c = highlight(text, terms, max_chars=10_000)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(highlight_module, "ascii_words", None)
+        assert highlight(text, terms, max_chars=10_000) == with_c
+    assert _marked(with_c)
+
+
+def _c_texts() -> st.SearchStrategy[str]:
+    word = st.sampled_from(_C_WORDS + _C_EDGES) | st.text(_C_ALPHABET, min_size=1, max_size=45)
+    piece = word | st.text(_C_WIDE, min_size=1, max_size=2) | st.sampled_from(" ,.?\x02\x03")
+    return st.lists(piece, max_size=40).map("".join)
+
+
+@pytest.mark.skipif(ascii_words is None, reason="the C speedup is not built")
+@settings(max_examples=300, deadline=None)
+@given(
+    texts=st.lists(_c_texts(), min_size=1, max_size=6),
+    query=st.lists(st.sampled_from(_C_WORDS + ["the", "x", "go", "do", "use"]), max_size=5),
+)
+def test_the_c_speedup_finds_the_words_python_finds(texts: list[str], query: list[str]) -> None:
+    russian = frozenset(term.removesuffix(MARK) for term in index_terms(" ".join(query), "ru"))
+    terms = {"en": frozenset(index_terms(" ".join(query))), "ru": russian}
+    terms = {analysis: found for analysis, found in terms.items() if found}
+    with_c = [highlights(texts, terms, max_chars=size) for size in (200, 40)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(highlight_module, "ascii_words", None)
+        assert [highlights(texts, terms, max_chars=size) for size in (200, 40)] == with_c
+
+
+def test_the_c_speedup_is_built_in_ci() -> None:
+    """CI has a compiler, so the tests there run the C path (the other tests
+    skip nothing without it: the same snippets come from Python)."""
+    if not os.environ.get("CI"):
+        pytest.skip("only CI promises a C compiler")
+    assert ascii_words is not None

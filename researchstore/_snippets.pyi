@@ -1,0 +1,5 @@
+"""The C speedup of snippets' word search (``_snippets.c``); see ``highlight.py``."""
+
+def ascii_words(
+    texts: list[str], prefixes: frozenset[str], stopwords: frozenset[str], /
+) -> list[tuple[list[int], list[int], list[str]] | None]: ...
