@@ -207,6 +207,7 @@ error:
 
 static PyObject *ascii_words(PyObject *module, PyObject *args) {
     PyObject *texts, *prefixes, *stopwords;
+    (void)module;
     if (!PyArg_ParseTuple(args, "O!OO!:ascii_words", &PyList_Type, &texts, &prefixes,
                           &PyFrozenSet_Type, &stopwords)) {
         return NULL;
@@ -249,17 +250,255 @@ static PyObject *ascii_words(PyObject *module, PyObject *args) {
     return result;
 }
 
+/* -- fragment: fragments.fragment_html, for a text ascii_words read ------------ */
+
+/* The first index in ``values[lo:count]`` whose value is above ``x``. */
+static Py_ssize_t bisect_right(const Py_ssize_t *values, Py_ssize_t count, Py_ssize_t x,
+                               Py_ssize_t lo) {
+    Py_ssize_t hi = count;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (x < values[mid]) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    return lo;
+}
+
+/* The first index in ``values`` whose value is at least ``x``. */
+static Py_ssize_t bisect_left(const Py_ssize_t *values, Py_ssize_t count, Py_ssize_t x) {
+    Py_ssize_t lo = 0, hi = count;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (values[mid] < x) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
+/* fragments.word_start, for a text whose letters and digits are ASCII. */
+static Py_ssize_t word_start(int kind, const void *data, Py_ssize_t size, Py_ssize_t at) {
+    Py_ssize_t floor = at - 20 > 0 ? at - 20 : 0;
+    while (at > floor && is_symbol(kind, data, at - 1) && at < size &&
+           is_symbol(kind, data, at)) {
+        at--;
+    }
+    return at;
+}
+
+/* fragments._best_window: the match starting the window with the most distinct words. */
+static Py_ssize_t best_window(const Py_ssize_t *ids, Py_ssize_t distinct, const Py_ssize_t *starts,
+                              const Py_ssize_t *ends, Py_ssize_t count, Py_ssize_t max_chars,
+                              Py_ssize_t *seen) {
+    if (ends[count - 1] - starts[0] <= max_chars) {
+        return 0;
+    }
+    Py_ssize_t best_first = 0, best_count = 0;
+    for (Py_ssize_t first = 0; first < count; first++) {
+        if (count - first <= best_count) {
+            break;
+        }
+        Py_ssize_t end = bisect_right(ends, count, starts[first] + max_chars, first);
+        if (end - first <= best_count) {
+            continue;
+        }
+        Py_ssize_t found = 0;
+        for (Py_ssize_t k = first; k < end; k++) {
+            if (seen[ids[k]] != first + 1) {
+                seen[ids[k]] = first + 1;
+                found++;
+            }
+        }
+        if (found > best_count) {
+            best_first = first;
+            best_count = found;
+            if (found == distinct) {
+                break;
+            }
+        }
+    }
+    return best_first;
+}
+
+typedef struct {
+    Py_UCS4 *data;
+    Py_ssize_t size, room;
+} Out;
+
+static int put(Out *out, Py_UCS4 c) {
+    if (out->size == out->room) {
+        Py_ssize_t room = out->room * 2 + 64;
+        Py_UCS4 *grown = PyMem_Realloc(out->data, (size_t)room * sizeof(Py_UCS4));
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        out->data = grown;
+        out->room = room;
+    }
+    out->data[out->size++] = c;
+    return 0;
+}
+
+static int put_ascii(Out *out, const char *text) {
+    for (; *text; text++) {
+        if (put(out, (Py_UCS4)(unsigned char)*text) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ``text[start:end]``, HTML-escaped. */
+static int put_escaped(Out *out, int kind, const void *data, Py_ssize_t start, Py_ssize_t end) {
+    for (Py_ssize_t i = start; i < end; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        int failed = c == '&'   ? put_ascii(out, "&amp;")
+                     : c == '<' ? put_ascii(out, "&lt;")
+                     : c == '>' ? put_ascii(out, "&gt;")
+                                : put(out, c);
+        if (failed < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A list of ints as an array (PyMem); NULL with an exception on error. */
+static Py_ssize_t *int_array(PyObject *list, Py_ssize_t count) {
+    Py_ssize_t *values = PyMem_Malloc((size_t)(count ? count : 1) * sizeof(Py_ssize_t));
+    if (values == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        values[i] = PyLong_AsSsize_t(PyList_GET_ITEM(list, i));
+        if (values[i] == -1 && PyErr_Occurred()) {
+            PyMem_Free(values);
+            return NULL;
+        }
+    }
+    return values;
+}
+
+static PyObject *fragment(PyObject *module, PyObject *args) {
+    PyObject *text, *starts_list, *ends_list, *words;
+    Py_ssize_t max_chars;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "UO!O!nO!:fragment", &text, &PyList_Type, &starts_list,
+                          &PyList_Type, &ends_list, &max_chars, &PyList_Type, &words)) {
+        return NULL;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(starts_list);
+    if (count == 0 || PyList_GET_SIZE(ends_list) != count || PyList_GET_SIZE(words) != count) {
+        PyErr_SetString(PyExc_ValueError, "starts, ends and words: one of each per match");
+        return NULL;
+    }
+    PyObject *result = NULL, *numbers = NULL;
+    Out out = {NULL, 0, 0};
+    Py_ssize_t *starts = int_array(starts_list, count);
+    Py_ssize_t *ends = starts ? int_array(ends_list, count) : NULL;
+    Py_ssize_t *ids = PyMem_Malloc((size_t)count * sizeof(Py_ssize_t));
+    Py_ssize_t *seen = PyMem_Calloc((size_t)count, sizeof(Py_ssize_t));
+    if (starts == NULL || ends == NULL || ids == NULL || seen == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_NoMemory();
+        }
+        goto done;
+    }
+    /* Each distinct word a number, for counting the words of a window. */
+    numbers = PyDict_New();
+    if (numbers == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *known = PyDict_GetItemWithError(numbers, PyList_GET_ITEM(words, k));
+        if (known != NULL) {
+            ids[k] = PyLong_AsSsize_t(known);
+            continue;
+        }
+        if (PyErr_Occurred()) {
+            goto done;
+        }
+        PyObject *number = PyLong_FromSsize_t(PyDict_GET_SIZE(numbers));
+        if (number == NULL ||
+            PyDict_SetItem(numbers, PyList_GET_ITEM(words, k), number) < 0) {
+            Py_XDECREF(number);
+            goto done;
+        }
+        ids[k] = PyDict_GET_SIZE(numbers) - 1;
+        Py_DECREF(number);
+    }
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text);
+    Py_ssize_t first =
+        best_window(ids, PyDict_GET_SIZE(numbers), starts, ends, count, max_chars, seen);
+    Py_ssize_t best_start = starts[first];
+    Py_ssize_t last = bisect_right(ends, count, best_start + max_chars, first);
+    Py_ssize_t last_end = last > first ? ends[last - 1] : best_start;
+    Py_ssize_t room = max_chars - (last_end - best_start);
+    Py_ssize_t lead = (room > 0 ? room : 0) / 4;
+    Py_ssize_t begin = best_start - lead < size - max_chars ? best_start - lead : size - max_chars;
+    begin = word_start(kind, data, size, begin > 0 ? begin : 0);
+    Py_ssize_t end = last_end > begin + max_chars ? last_end : begin + max_chars;
+    end = end < size ? end : size;
+    if (end < size) {
+        Py_ssize_t cut = word_start(kind, data, size, end);
+        end = last_end > cut ? last_end : cut;
+    }
+    Py_ssize_t at = begin;
+    for (Py_ssize_t k = bisect_left(starts, count, begin); k < bisect_right(ends, count, end, 0);
+         k++) {
+        if (put_escaped(&out, kind, data, at, starts[k]) < 0 || put_ascii(&out, "<b>") < 0 ||
+            put_escaped(&out, kind, data, starts[k], ends[k]) < 0 ||
+            put_ascii(&out, "</b>") < 0) {
+            goto done;
+        }
+        at = ends[k];
+    }
+    if (put_escaped(&out, kind, data, at, end) < 0) {
+        goto done;
+    }
+    /* str.strip(): whitespace off both ends. */
+    Py_ssize_t from = 0, to = out.size;
+    while (from < to && Py_UNICODE_ISSPACE(out.data[from])) {
+        from++;
+    }
+    while (to > from && Py_UNICODE_ISSPACE(out.data[to - 1])) {
+        to--;
+    }
+    result = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, out.data + from, to - from);
+done:
+    PyMem_Free(out.data);
+    PyMem_Free(starts);
+    PyMem_Free(ends);
+    PyMem_Free(ids);
+    PyMem_Free(seen);
+    Py_XDECREF(numbers);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"ascii_words", ascii_words, METH_VARARGS,
      "ascii_words(texts, prefixes, stopwords): each text's words that start as a prefix "
      "does, as (starts, ends, words lower-cased), stop words left out; None for a text "
      "with a letter or digit past ASCII."},
+    {"fragment", fragment, METH_VARARGS,
+     "fragment(text, starts, ends, max_chars, words): fragments.fragment_html for a text "
+     "ascii_words read (not None), its matches given."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "researchstore._snippets",
     "Snippets' word search over ASCII texts, in C (optional; see highlight.py).", -1, methods,
+    NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__snippets(void) {

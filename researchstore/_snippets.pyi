@@ -3,3 +3,6 @@
 def ascii_words(
     texts: list[str], prefixes: frozenset[str], stopwords: frozenset[str], /
 ) -> list[tuple[list[int], list[int], list[str]] | None]: ...
+def fragment(
+    text: str, starts: list[int], ends: list[int], max_chars: int, words: list[str], /
+) -> str: ...

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import re
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, chain, compress
 from typing import Protocol, cast
@@ -23,26 +23,38 @@ from typing import Protocol, cast
 from researchstore.fragments import escape_html, fragment_html, original_spans
 from researchstore.language import DEFAULT_ANALYSIS, cjk_bigrams_with_offsets, has_cjk
 
-#: Each text's words that start as one of the prefixes, stop words left out,
-#: as (starts, ends, words lower-cased); None for a text with a letter or
-#: digit past ASCII (``_snippets.c``).
-AsciiWords = Callable[
-    [list[str], frozenset[str], frozenset[str]],
-    list[tuple[list[int], list[int], list[str]] | None],
-]
+
+class Speedups(Protocol):
+    """The C speedup (``_snippets.c``): the words of texts written in ASCII
+    words, and their fragments."""
+
+    def ascii_words(
+        self, texts: list[str], prefixes: frozenset[str], stopwords: frozenset[str], /
+    ) -> list[tuple[list[int], list[int], list[str]] | None]:
+        """Each text's words that start as one of ``prefixes``, stop words left
+        out, as (starts, ends, words lower-cased); None for a text with a letter
+        or digit past ASCII."""
+        ...
+
+    def fragment(
+        self, text: str, starts: list[int], ends: list[int], max_chars: int, words: list[str], /
+    ) -> str:
+        """``fragment_html`` for a text ``ascii_words`` read."""
+        ...
 
 
-def _speedup() -> AsciiWords | None:
+def _speedup() -> Speedups | None:
     """The C speedup, where ``setup.py`` could build it (a C compiler was at
-    hand); else None, and ``_plain_spans`` finds the same words in Python."""
+    hand); else None, and the same snippets come from Python (``_plain_spans``,
+    ``fragment_html``)."""
     try:
         from researchstore import _snippets
     except ImportError:
         return None
-    return _snippets.ascii_words
+    return _snippets
 
 
-ascii_words = _speedup()
+_speedups = _speedup()
 
 __all__ = ["Highlighter", "WordAnalysis"]
 
@@ -105,11 +117,13 @@ class Highlighter:
     ) -> list[str]:
         """``highlight`` for each of ``texts``: all but a few (CJK) in one pass."""
         found: list[Matches | None] = [None for _ in texts]
+        in_c: list[bool] = [False for _ in texts]
         if terms:
             prefixes = _prefixes(terms)
-            if ascii_words is not None:
+            if _speedups is not None:
                 # Texts written in ASCII words, in C, where the speedup is built.
                 found = self._ascii_spans(texts, terms, prefixes)
+                in_c = [matched is not None for matched in found]
             # Every other text without CJK whose length lower-casing keeps, in one batch.
             lowered = {i: text.lower() for i, text in enumerate(texts) if found[i] is None}
             batch = [
@@ -127,12 +141,17 @@ class Highlighter:
                 if found[i] is None:
                     spans = self._matched_spans(text, terms, prefixes)
                     found[i] = ([start for start, _ in spans], [end for _, end in spans], None)
-        return [
-            fragment_html(text, matched[0], matched[1], max_chars, matched[2])
-            if matched is not None and matched[0]
-            else escape_html(text[:max_chars])
-            for text, matched in zip(texts, found, strict=True)
-        ]
+        snippets = []
+        for text, located, c in zip(texts, found, in_c, strict=True):
+            if located is None or not located[0]:
+                snippets.append(escape_html(text[:max_chars]))
+                continue
+            starts, ends, words = located
+            if c and _speedups is not None and words is not None:
+                snippets.append(_speedups.fragment(text, starts, ends, max_chars, words))
+            else:
+                snippets.append(fragment_html(text, starts, ends, max_chars, words))
+        return snippets
 
     def _plain_spans(
         self, lowered: list[str], terms: dict[str, frozenset[str]], prefixes: frozenset[str]
@@ -220,8 +239,8 @@ class Highlighter:
         """``_plain_spans`` for the texts whose every letter and digit is ASCII,
         their words found in C (``_snippets``): the same words, each text under
         the analysis that matches most of them; None for every other text."""
-        assert ascii_words is not None
-        found = ascii_words(list(texts), prefixes, self.stopwords)
+        assert _speedups is not None
+        found = _speedups.ascii_words(list(texts), prefixes, self.stopwords)
         words = list(chain.from_iterable(scanned[2] for scanned in found if scanned is not None))
         matched_by = [
             list(map(terms[analysis].__contains__, analysed))

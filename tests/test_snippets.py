@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import researchstore.highlight as highlight_module
-from researchstore.highlight import ascii_words
+from researchstore.highlight import _speedups
 from researchstore.index import HIGHLIGHTER, MARK, analyze, index_terms
 
 highlight = HIGHLIGHTER.highlight
@@ -180,14 +180,14 @@ _C_LONG = "ka" * 19
 _C_EDGES = [_C_LONG + "s", _C_LONG.upper() + "ED", "goings", "Doings", "goes", "its"]
 
 
-@pytest.mark.skipif(ascii_words is None, reason="the C speedup is not built")
+@pytest.mark.skipif(_speedups is None, reason="the C speedup is not built")
 @pytest.mark.parametrize("query", [_C_LONG, "go do it"])
 def test_the_c_speedup_keeps_to_the_index_s_word_lengths(query: str) -> None:
     text = " ".join(_C_EDGES + ["going", "doing", "it", "Go"])
     terms = {"en": frozenset(index_terms(query))}
     with_c = highlight(text, terms, max_chars=10_000)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(highlight_module, "ascii_words", None)
+        patch.setattr(highlight_module, "_speedups", None)
         assert highlight(text, terms, max_chars=10_000) == with_c
     assert _marked(with_c)
 
@@ -195,10 +195,10 @@ def test_the_c_speedup_keeps_to_the_index_s_word_lengths(query: str) -> None:
 def _c_texts() -> st.SearchStrategy[str]:
     word = st.sampled_from(_C_WORDS + _C_EDGES) | st.text(_C_ALPHABET, min_size=1, max_size=45)
     piece = word | st.text(_C_WIDE, min_size=1, max_size=2) | st.sampled_from(" ,.?\x02\x03")
-    return st.lists(piece, max_size=40).map("".join)
+    return st.lists(piece, max_size=120).map("".join)
 
 
-@pytest.mark.skipif(ascii_words is None, reason="the C speedup is not built")
+@pytest.mark.skipif(_speedups is None, reason="the C speedup is not built")
 @settings(max_examples=300, deadline=None)
 @given(
     texts=st.lists(_c_texts(), min_size=1, max_size=6),
@@ -208,10 +208,33 @@ def test_the_c_speedup_finds_the_words_python_finds(texts: list[str], query: lis
     russian = frozenset(term.removesuffix(MARK) for term in index_terms(" ".join(query), "ru"))
     terms = {"en": frozenset(index_terms(" ".join(query))), "ru": russian}
     terms = {analysis: found for analysis, found in terms.items() if found}
-    with_c = [highlights(texts, terms, max_chars=size) for size in (200, 40)]
+    with_c = [highlights(texts, terms, max_chars=size) for size in (200, 60, 15)]
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(highlight_module, "ascii_words", None)
-        assert [highlights(texts, terms, max_chars=size) for size in (200, 40)] == with_c
+        patch.setattr(highlight_module, "_speedups", None)
+        assert [highlights(texts, terms, max_chars=size) for size in (200, 60, 15)] == with_c
+
+
+#: Windows away from the text's start: the context kept before the first
+#: match, cuts inside long words, and matches that just fit.
+_C_WINDOWS = [
+    "x " * 50 + "mites " + "y " * 30 + "flies bees " + "z " * 80,
+    "Filler" * 3 + " " + "abcdefghijklmnopqrstuvwxyz" * 2 + " mites & <bees> " + "q" * 70,
+    "mites " + "w" * 48 + " flies",
+    "mites " + "w" * 49 + " flies " + "longwordlongword " * 9 + "bees mites flies",
+    "\u2003 mites\u00a0\u2013 flies\u3000 ",
+]
+
+
+@pytest.mark.skipif(_speedups is None, reason="the C speedup is not built")
+@pytest.mark.parametrize("text", _C_WINDOWS)
+@pytest.mark.parametrize("size", [15, 30, 60, 200])
+def test_the_c_speedup_cuts_the_same_window(text: str, size: int) -> None:
+    terms = {"en": frozenset(index_terms("mites flies bees"))}
+    with_c = highlight(text, terms, max_chars=size)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(highlight_module, "_speedups", None)
+        assert highlight(text, terms, max_chars=size) == with_c
+    assert _marked(with_c)
 
 
 def test_the_c_speedup_is_built_in_ci() -> None:
@@ -219,4 +242,4 @@ def test_the_c_speedup_is_built_in_ci() -> None:
     skip nothing without it: the same snippets come from Python)."""
     if not os.environ.get("CI"):
         pytest.skip("only CI promises a C compiler")
-    assert ascii_words is not None
+    assert _speedups is not None
