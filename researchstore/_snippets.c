@@ -1,22 +1,25 @@
-/* The words of texts written in ASCII words that a query's terms may match:
- * the hot loop of snippets (highlight.py), in C.
+/* Snippets' hot loops (highlight.py, fragments.py) in C.
  *
- * Optional: researchstore works without it (highlight.py falls back to the
- * same search in Python), and tests check the two give the same words.
+ * Optional: researchstore works without it (highlight.py takes the same
+ * steps in Python), and tests check that both give the same snippets.
  *
- *   ascii_words(texts, prefixes, stopwords)
- *       -> [(starts, ends, words) or None for each text]
+ *   words(texts, prefixes, stopwords)
+ *       -> [(starts, ends, words, wide) or None for each text]
  *
- * A text with a letter or digit past ASCII gets None: its words are folded as
- * the index folds them, which is Python's (Tantivy's) to do. In every other
- * text a word is a run of ASCII letters and digits (the index's simple
- * tokenizer: whatever else is there splits words), lower-cased. A word is kept when
+ * A word is a run of letters and digits (str.isalnum; the index's simple
+ * tokenizer splits on the rest). An ASCII word is kept, lower-cased, when
  *   - its first three letters are one of ``prefixes`` and it is at most
  *     LONGEST letters long (a longer one the index drops), or
  *   - it starts with one of the ``prefixes`` shorter than three letters and
  *     is at most SHORT_MOST letters long,
- * and it is not one of ``stopwords``. Prefixes that are not three letters or
- * fewer of [a-z0-9] cannot start an ASCII word and are passed over.
+ * and it is not one of ``stopwords``. A word with a letter past ASCII is
+ * only placed (``wide``): folding it as the index does is Tantivy's, from
+ * Python. A text that may hold CJK gets None: it is indexed as bigrams.
+ *
+ *   fragment(text, starts, ends, max_chars, words) -> str
+ *
+ * fragments.fragment_html: the window with the most distinct matched words,
+ * HTML-escaped, the matches in <b>.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -111,51 +114,71 @@ static int wanted(const Prefixes *table, const int *codes, Py_ssize_t length) {
     return table->one[codes[0]] || (length >= 2 && table->two[codes[0] * SYMBOLS + codes[1]]);
 }
 
-/* Whether the character at ``i`` is an ASCII letter or digit. */
-static inline int is_symbol(int kind, const void *data, Py_ssize_t i) {
+/* Whether the character at ``i`` is a letter or digit (str.isalnum). */
+static inline int is_alnum(int kind, const void *data, Py_ssize_t i) {
     Py_UCS4 c = PyUnicode_READ(kind, data, i);
-    return c < 128 && code_of[c] >= 0;
+    return c < 128 ? code_of[c] >= 0 : Py_UNICODE_ISALNUM(c);
 }
 
-/* Whether a text has a letter or digit past ASCII (its words are Python's to find). */
-static int has_wide_word(PyObject *text) {
-    if (PyUnicode_IS_ASCII(text)) {
-        return 0;
+/* Whether a character may be CJK (language.has_cjk's hints): such a text
+ * is indexed as bigrams, which is Python's to do. */
+static inline int maybe_cjk(Py_UCS4 c) {
+    return (c >= 0x2e80 && c <= 0x2fa1f) || (c >= 0x1100 && c <= 0x11ff);
+}
+
+static int append_int(PyObject *list, Py_ssize_t value) {
+    PyObject *number = PyLong_FromSsize_t(value);
+    if (number == NULL) {
+        return -1;
     }
+    int failed = PyList_Append(list, number);
+    Py_DECREF(number);
+    return failed;
+}
+
+/* One text's (starts, ends, words, wide), or None for a text that may hold
+ * CJK; NULL with an exception on error. */
+static PyObject *text_words(PyObject *text, const Prefixes *table, PyObject *stopwords) {
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
     Py_ssize_t size = PyUnicode_GET_LENGTH(text);
-    for (Py_ssize_t i = 0; i < size; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i);
-        if (c > 127 && Py_UNICODE_ISALNUM(c)) {
-            return 1;
+    int ascii = PyUnicode_IS_ASCII(text);
+    if (!ascii) {
+        for (Py_ssize_t i = 0; i < size; i++) {
+            if (maybe_cjk(PyUnicode_READ(kind, data, i))) {
+                Py_RETURN_NONE;
+            }
         }
     }
-    return 0;
-}
-
-/* The (starts, ends, words) of one text whose words are all ASCII; NULL with
- * an exception on error. */
-static PyObject *text_words(PyObject *text, const Prefixes *table, PyObject *stopwords) {
+    PyObject *found = NULL;
     PyObject *starts = PyList_New(0);
     PyObject *ends = PyList_New(0);
     PyObject *words = PyList_New(0);
-    if (starts == NULL || ends == NULL || words == NULL) {
-        goto error;
+    PyObject *wide = PyList_New(0);
+    if (starts == NULL || ends == NULL || words == NULL || wide == NULL) {
+        goto done;
     }
-    int kind = PyUnicode_KIND(text);
-    const void *data = PyUnicode_DATA(text);
-    Py_ssize_t size = PyUnicode_GET_LENGTH(text);
     Py_ssize_t at = 0;
     int codes[3];
     while (at < size) {
-        if (!is_symbol(kind, data, at)) {
+        if (!is_alnum(kind, data, at)) {
             at++;
             continue;
         }
         Py_ssize_t start = at;
-        while (at < size && is_symbol(kind, data, at)) {
+        int narrow = 1;
+        while (at < size && is_alnum(kind, data, at)) {
+            if (PyUnicode_READ(kind, data, at) > 127) {
+                narrow = 0;
+            }
             at++;
+        }
+        if (!narrow) {
+            /* A letter past ASCII: folded in Python, as the index folds it. */
+            if (append_int(wide, start) < 0 || append_int(wide, at) < 0) {
+                goto done;
+            }
+            continue;
         }
         Py_ssize_t length = at - start;
         for (Py_ssize_t i = 0; i < 3 && i < length; i++) {
@@ -166,7 +189,7 @@ static PyObject *text_words(PyObject *text, const Prefixes *table, PyObject *sto
         }
         PyObject *word = PyUnicode_New(length, 127);
         if (word == NULL) {
-            goto error;
+            goto done;
         }
         unsigned char *out = PyUnicode_1BYTE_DATA(word);
         for (Py_ssize_t i = 0; i < length; i++) {
@@ -174,41 +197,27 @@ static PyObject *text_words(PyObject *text, const Prefixes *table, PyObject *sto
             out[i] = (c >= 'A' && c <= 'Z') ? (unsigned char)(c + 32) : c;
         }
         int stop = PySet_Contains(stopwords, word);
-        if (stop < 0) {
-            Py_DECREF(word);
-            goto error;
-        }
-        if (stop) {
-            Py_DECREF(word);
-            continue;
-        }
-        PyObject *first = PyLong_FromSsize_t(start);
-        PyObject *last = PyLong_FromSsize_t(at);
-        int failed = first == NULL || last == NULL || PyList_Append(starts, first) < 0 ||
-                     PyList_Append(ends, last) < 0 || PyList_Append(words, word) < 0;
-        Py_XDECREF(first);
-        Py_XDECREF(last);
+        int failed = stop < 0 || (!stop && (append_int(starts, start) < 0 ||
+                                            append_int(ends, at) < 0 ||
+                                            PyList_Append(words, word) < 0));
         Py_DECREF(word);
         if (failed) {
-            goto error;
+            goto done;
         }
     }
-    PyObject *found = PyTuple_Pack(3, starts, ends, words);
-    Py_DECREF(starts);
-    Py_DECREF(ends);
-    Py_DECREF(words);
-    return found;
-error:
+    found = PyTuple_Pack(4, starts, ends, words, wide);
+done:
     Py_XDECREF(starts);
     Py_XDECREF(ends);
     Py_XDECREF(words);
-    return NULL;
+    Py_XDECREF(wide);
+    return found;
 }
 
-static PyObject *ascii_words(PyObject *module, PyObject *args) {
+static PyObject *find_words(PyObject *module, PyObject *args) {
     PyObject *texts, *prefixes, *stopwords;
     (void)module;
-    if (!PyArg_ParseTuple(args, "O!OO!:ascii_words", &PyList_Type, &texts, &prefixes,
+    if (!PyArg_ParseTuple(args, "O!OO!:words", &PyList_Type, &texts, &prefixes,
                           &PyFrozenSet_Type, &stopwords)) {
         return NULL;
     }
@@ -216,41 +225,33 @@ static PyObject *ascii_words(PyObject *module, PyObject *args) {
     if (table == NULL) {
         return PyErr_NoMemory();
     }
+    PyObject *result = NULL;
     if (read_prefixes(prefixes, table) < 0) {
-        PyMem_Free(table);
-        return NULL;
+        goto done;
     }
     Py_ssize_t count = PyList_GET_SIZE(texts);
-    PyObject *result = PyList_New(count);
+    result = PyList_New(count);
     if (result == NULL) {
-        PyMem_Free(table);
-        return NULL;
+        goto done;
     }
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *text = PyList_GET_ITEM(texts, i);
-        if (!PyUnicode_Check(text)) {
-            PyErr_SetString(PyExc_TypeError, "texts must be strings");
-            Py_DECREF(result);
-            PyMem_Free(table);
-            return NULL;
-        }
-        if (has_wide_word(text)) {
-            PyList_SET_ITEM(result, i, Py_NewRef(Py_None));
-            continue;
-        }
-        PyObject *found = text_words(text, table, stopwords);
+        PyObject *found = PyUnicode_Check(text) ? text_words(text, table, stopwords) : NULL;
         if (found == NULL) {
-            Py_DECREF(result);
-            PyMem_Free(table);
-            return NULL;
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_TypeError, "texts must be strings");
+            }
+            Py_CLEAR(result);
+            goto done;
         }
         PyList_SET_ITEM(result, i, found);
     }
+done:
     PyMem_Free(table);
     return result;
 }
 
-/* -- fragment: fragments.fragment_html, for a text ascii_words read ------------ */
+/* -- fragment: fragments.fragment_html ------------------------------------------ */
 
 /* The first index in ``values[lo:count]`` whose value is above ``x``. */
 static Py_ssize_t bisect_right(const Py_ssize_t *values, Py_ssize_t count, Py_ssize_t x,
@@ -281,11 +282,11 @@ static Py_ssize_t bisect_left(const Py_ssize_t *values, Py_ssize_t count, Py_ssi
     return lo;
 }
 
-/* fragments.word_start, for a text whose letters and digits are ASCII. */
+/* fragments.word_start. */
 static Py_ssize_t word_start(int kind, const void *data, Py_ssize_t size, Py_ssize_t at) {
     Py_ssize_t floor = at - 20 > 0 ? at - 20 : 0;
-    while (at > floor && is_symbol(kind, data, at - 1) && at < size &&
-           is_symbol(kind, data, at)) {
+    while (at > floor && is_alnum(kind, data, at - 1) && at < size &&
+           is_alnum(kind, data, at)) {
         at--;
     }
     return at;
@@ -485,19 +486,20 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"ascii_words", ascii_words, METH_VARARGS,
-     "ascii_words(texts, prefixes, stopwords): each text's words that start as a prefix "
-     "does, as (starts, ends, words lower-cased), stop words left out; None for a text "
-     "with a letter or digit past ASCII."},
+    {"words", find_words, METH_VARARGS,
+     "words(texts, prefixes, stopwords): for each text, (starts, ends, words, wide): its "
+     "ASCII words that start as a prefix does, lower-cased, stop words left out, and the "
+     "words with a letter past ASCII as [start, end, start, end, ...]; None for a text "
+     "that may hold CJK."},
     {"fragment", fragment, METH_VARARGS,
-     "fragment(text, starts, ends, max_chars, words): fragments.fragment_html for a text "
-     "ascii_words read (not None), its matches given."},
+     "fragment(text, starts, ends, max_chars, words): fragments.fragment_html, the "
+     "matches' words given."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "researchstore._snippets",
-    "Snippets' word search over ASCII texts, in C (optional; see highlight.py).", -1, methods,
+    "Snippets' hot loops in C (optional; see highlight.py).", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 

@@ -25,21 +25,21 @@ from researchstore.language import DEFAULT_ANALYSIS, cjk_bigrams_with_offsets, h
 
 
 class Speedups(Protocol):
-    """The C speedup (``_snippets.c``): the words of texts written in ASCII
-    words, and their fragments."""
+    """The C speedup (``_snippets.c``): the words of texts, and their fragments."""
 
-    def ascii_words(
+    def words(
         self, texts: list[str], prefixes: frozenset[str], stopwords: frozenset[str], /
-    ) -> list[tuple[list[int], list[int], list[str]] | None]:
-        """Each text's words that start as one of ``prefixes``, stop words left
-        out, as (starts, ends, words lower-cased); None for a text with a letter
-        or digit past ASCII."""
+    ) -> list[tuple[list[int], list[int], list[str], list[int]] | None]:
+        """Each text's ASCII words that start as one of ``prefixes``, stop words
+        left out, as (starts, ends, words lower-cased), and where its words with
+        a letter past ASCII stand (start, end, start, end...); None for a text
+        that may hold CJK."""
         ...
 
     def fragment(
         self, text: str, starts: list[int], ends: list[int], max_chars: int, words: list[str], /
     ) -> str:
-        """``fragment_html`` for a text ``ascii_words`` read."""
+        """``fragment_html``, the matches' words given."""
         ...
 
 
@@ -117,13 +117,11 @@ class Highlighter:
     ) -> list[str]:
         """``highlight`` for each of ``texts``: all but a few (CJK) in one pass."""
         found: list[Matches | None] = [None for _ in texts]
-        in_c: list[bool] = [False for _ in texts]
         if terms:
             prefixes = _prefixes(terms)
             if _speedups is not None:
-                # Texts written in ASCII words, in C, where the speedup is built.
-                found = self._ascii_spans(texts, terms, prefixes)
-                in_c = [matched is not None for matched in found]
+                # Every text but those that may hold CJK, its words found in C.
+                found = self._c_spans(texts, terms, prefixes)
             # Every other text without CJK whose length lower-casing keeps, in one batch.
             lowered = {i: text.lower() for i, text in enumerate(texts) if found[i] is None}
             batch = [
@@ -141,16 +139,16 @@ class Highlighter:
                 if found[i] is None:
                     spans = self._matched_spans(text, terms, prefixes)
                     found[i] = ([start for start, _ in spans], [end for _, end in spans], None)
+        fragment = _speedups.fragment if _speedups is not None else fragment_html
         snippets = []
-        for text, located, c in zip(texts, found, in_c, strict=True):
+        for text, located in zip(texts, found, strict=True):
             if located is None or not located[0]:
                 snippets.append(escape_html(text[:max_chars]))
                 continue
             starts, ends, words = located
-            if c and _speedups is not None and words is not None:
-                snippets.append(_speedups.fragment(text, starts, ends, max_chars, words))
-            else:
-                snippets.append(fragment_html(text, starts, ends, max_chars, words))
+            if words is None:
+                words = [text[start:end].lower() for start, end in zip(starts, ends, strict=True)]
+            snippets.append(fragment(text, starts, ends, max_chars, words))
         return snippets
 
     def _plain_spans(
@@ -233,26 +231,43 @@ class Highlighter:
             first = last
         return out
 
-    def _ascii_spans(
+    def _c_spans(
         self, texts: Sequence[str], terms: dict[str, frozenset[str]], prefixes: frozenset[str]
     ) -> list[Matches | None]:
-        """``_plain_spans`` for the texts whose every letter and digit is ASCII,
-        their words found in C (``_snippets``): the same words, each text under
-        the analysis that matches most of them; None for every other text."""
+        """``_plain_spans``, the words found in C (``_snippets.words``): the same
+        words, each text under the analysis that matches most of them; None for
+        a text C leaves to Python (one that may hold CJK, or whose words past
+        ASCII do not fold one for one, or whose length lower-casing changes).
+
+        C places the words with a letter past ASCII; they are folded here, all
+        at once, as the index folds them, and kept when they start as a term
+        does (``_wanted``).
+        """
         assert _speedups is not None
-        found = _speedups.ascii_words(list(texts), prefixes, self.stopwords)
-        words = list(chain.from_iterable(scanned[2] for scanned in found if scanned is not None))
+        scanned = _speedups.words(list(texts), prefixes, self.stopwords)
+        # Each text's matches: starts, ends, what each word is stemmed from
+        # (an ASCII word itself, lower-cased; a word past ASCII, folded), and
+        # the word as the text writes it, lower-cased.
+        found: list[tuple[list[int], list[int], list[str], list[str]] | None] = [
+            (words[0], words[1], words[2], words[2]) if words is not None and not words[3] else None
+            for words in scanned
+        ]
+        wide = [i for i, words in enumerate(scanned) if words is not None and words[3]]
+        if wide:
+            for i, merged in self._fold_wide(texts, scanned, wide, prefixes).items():
+                found[i] = merged
+        stemmed_from = list(chain.from_iterable(words[2] for words in found if words is not None))
         matched_by = [
             list(map(terms[analysis].__contains__, analysed))
-            for analysis, analysed in self._stems(words, terms).items()
+            for analysis, analysed in self._stems(stemmed_from, terms).items()
         ]
         out: list[Matches | None] = []
         first = 0
-        for scanned in found:
-            if scanned is None:
+        for words in found:
+            if words is None:
                 out.append(None)
                 continue
-            starts, ends, text_words = scanned
+            starts, ends, _, keys = words
             last = first + len(starts)
             chosen: list[bool] | None = None
             most = 0
@@ -268,11 +283,55 @@ class Highlighter:
                     (
                         list(compress(starts, chosen)),
                         list(compress(ends, chosen)),
-                        list(compress(text_words, chosen)),
+                        list(compress(keys, chosen)),
                     )
                 )
             first = last
         return out
+
+    def _fold_wide(
+        self,
+        texts: Sequence[str],
+        scanned: list[tuple[list[int], list[int], list[str], list[int]] | None],
+        wide: list[int],
+        prefixes: frozenset[str],
+    ) -> dict[int, tuple[list[int], list[int], list[str], list[str]]]:
+        """The ``wide`` texts' words with a letter past ASCII folded and merged in
+        order with their ASCII words; a text left out stays Python's."""
+        # Lower-casing that changes a text's length ("İ") shifts its words:
+        # ``_matched_spans`` finds them in the text itself.
+        texts_words = {
+            i: placed_words
+            for i in wide
+            if (placed_words := scanned[i]) is not None and len(texts[i].lower()) == len(texts[i])
+        }
+        placed: list[tuple[int, int, int]] = []
+        for i, (_, _, _, spans) in texts_words.items():
+            pairs = zip(spans[::2], spans[1::2], strict=True)
+            placed.extend((i, start, end) for start, end in pairs)
+        keys = [texts[i][start:end].lower() for i, start, end in placed]
+        forms = self.folded.analyze(" ".join(keys))
+        if len(forms) != len(keys):
+            return {}  # a word that does not fold to one word (never seen)
+        kept: dict[int, list[tuple[int, int, str, str]]] = {i: [] for i in texts_words}
+        for (i, start, end), key, form in zip(placed, keys, forms, strict=True):
+            if (
+                _wanted(form, prefixes)
+                and len(key.encode()) < _LONGEST
+                and form not in self.stopwords
+            ):
+                kept[i].append((start, end, form, key))
+        merged = {}
+        for i, extra in kept.items():
+            starts, ends, ascii_words, _ = texts_words[i]
+            ordered = sorted([*zip(starts, ends, ascii_words, ascii_words, strict=True), *extra])
+            merged[i] = (
+                [entry[0] for entry in ordered],
+                [entry[1] for entry in ordered],
+                [entry[2] for entry in ordered],
+                [entry[3] for entry in ordered],
+            )
+        return merged
 
     def _past_words(
         self, joined: str, spaced: str, prefixes: frozenset[str]

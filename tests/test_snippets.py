@@ -173,7 +173,10 @@ def test_words_other_stemmers_stem_apart_are_marked_as_the_index_matches(
 _C_ALPHABET = "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ 0123456789 .,;?!-_'\"<>&\n\t"
 #: Not letters or digits past ASCII (they split words), then letters that are.
 _C_WIDE = "–—·±×’“”…≥ βαéüç中İ"
-_C_WORDS = ["mites", "mite", "flies", "fly", "dry", "using", "going", "its", "b12", "b1", "café"]
+_C_WORDS = [
+    *["mites", "mite", "flies", "fly", "dry", "using", "going", "its", "b12", "b1"],
+    *["café", "Cafés", "Éléphants", "élan", "naïve", "Straße", "βcell", "мир", "мировой", "Thé"],
+]
 #: A 38-letter stem, its 39-letter plural (indexed) and its 40-letter past
 #: tense (too long: the index drops it); words just past a short stem's reach.
 _C_LONG = "ka" * 19
