@@ -40,10 +40,16 @@ if TYPE_CHECKING:
 BATCH_CHUNKS = 2_000
 BATCH_REPORTS = 200
 INDEX_COMMIT_CHUNKS = 100_000
-#: The longest a run lets the indexes lag behind its SQLite commits: while
-#: they lag, search cannot see the reports written since (their old ids are
-#: gone from SQLite, their new ids not yet indexed).
-INDEX_COMMIT_SECONDS = 1.0
+#: The longest a run lets the word index lag behind its SQLite commits for
+#: new reports: search finds them at the next index commit. A replaced
+#: report is committed at once (its old ids are gone from SQLite, its new
+#: ids not indexed until then). Each commit writes a Tantivy segment, and
+#: every search pays per segment (term lookups, a scorer each) until
+#: Tantivy's merge policy joins eight of a size, which tantivy-py gives no
+#: way to ask for sooner: on SciFact, the Tantivy query took 0.22 ms over
+#: the five segments a 1-second lag left against 0.09 ms over one, and each
+#: commit cost the writing process about 0.2 s (bench/bench_core.py).
+INDEX_COMMIT_SECONDS = 10.0
 
 
 class ReportWriter:
