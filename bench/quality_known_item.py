@@ -187,7 +187,12 @@ def english_copy(db: Path, copy: Path) -> Store:
     target.execute("UPDATE documents SET language = 'en'")
     target.commit()
     target.close()
-    return Store(copy, progress=False)  # no index beside it: rebuilt on opening
+    # The file keeps a copy of the index (``index_files``), which opening the
+    # copy would unpack as it is: every page would still be searched in its
+    # own language. Rebuilt from the chunks, it is analysed as English.
+    store = Store(copy, progress=False)
+    store.rebuild_index()
+    return store
 
 
 #: Seconds each search took, by store ("lang" or "en").

@@ -34,6 +34,10 @@
 #define SYMBOLS 36
 
 static signed char code_of[256];
+/* Each Latin-1 character's class: 0 splits words, 1 is an ASCII letter or
+ * digit, 2 a letter or digit past ASCII. */
+static unsigned char latin1_class[256];
+
 
 typedef struct {
     unsigned char one[SYMBOLS];
@@ -50,6 +54,9 @@ static void init_codes(void) {
     }
     for (int d = 0; d < 10; d++) {
         code_of['0' + d] = (signed char)(26 + d);
+    }
+    for (int c = 0; c < 256; c++) {
+        latin1_class[c] = c < 128 ? code_of[c] >= 0 : Py_UNICODE_ISALNUM((Py_UCS4)c) ? 2 : 0;
     }
 }
 
@@ -120,6 +127,41 @@ static inline int is_alnum(int kind, const void *data, Py_ssize_t i) {
     return c < 128 ? code_of[c] >= 0 : Py_UNICODE_ISALNUM(c);
 }
 
+/* The next word from ``*at``: its start in ``*start``, its end in ``*at``,
+ * whether it is all ASCII in ``*narrow``; 0 at the end of the text. */
+static inline int next_word(int kind, const void *data, Py_ssize_t size, Py_ssize_t *at,
+                            Py_ssize_t *start, int *narrow) {
+    Py_ssize_t i = *at;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        /* Most texts: a table lookup a character. */
+        const Py_UCS1 *bytes = data;
+        unsigned char seen = 1;
+        while (i < size && !latin1_class[bytes[i]]) {
+            i++;
+        }
+        *start = i;
+        while (i < size && latin1_class[bytes[i]]) {
+            seen |= latin1_class[bytes[i]];
+            i++;
+        }
+        *narrow = seen == 1;
+    } else {
+        while (i < size && !is_alnum(kind, data, i)) {
+            i++;
+        }
+        *start = i;
+        *narrow = 1;
+        while (i < size && is_alnum(kind, data, i)) {
+            if (PyUnicode_READ(kind, data, i) > 127) {
+                *narrow = 0;
+            }
+            i++;
+        }
+    }
+    *at = i;
+    return *start < size;
+}
+
 /* Whether a character may be CJK (language.has_cjk's hints): such a text
  * is indexed as bigrams, which is Python's to do. */
 static inline int maybe_cjk(Py_UCS4 c) {
@@ -142,8 +184,7 @@ static PyObject *text_words(PyObject *text, const Prefixes *table, PyObject *sto
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
     Py_ssize_t size = PyUnicode_GET_LENGTH(text);
-    int ascii = PyUnicode_IS_ASCII(text);
-    if (!ascii) {
+    if (kind != PyUnicode_1BYTE_KIND) {
         for (Py_ssize_t i = 0; i < size; i++) {
             if (maybe_cjk(PyUnicode_READ(kind, data, i))) {
                 Py_RETURN_NONE;
@@ -158,21 +199,9 @@ static PyObject *text_words(PyObject *text, const Prefixes *table, PyObject *sto
     if (starts == NULL || ends == NULL || words == NULL || wide == NULL) {
         goto done;
     }
-    Py_ssize_t at = 0;
-    int codes[3];
-    while (at < size) {
-        if (!is_alnum(kind, data, at)) {
-            at++;
-            continue;
-        }
-        Py_ssize_t start = at;
-        int narrow = 1;
-        while (at < size && is_alnum(kind, data, at)) {
-            if (PyUnicode_READ(kind, data, at) > 127) {
-                narrow = 0;
-            }
-            at++;
-        }
+    Py_ssize_t at = 0, start;
+    int codes[3], narrow;
+    while (next_word(kind, data, size, &at, &start, &narrow)) {
         if (!narrow) {
             /* A letter past ASCII: folded in Python, as the index folds it. */
             if (append_int(wide, start) < 0 || append_int(wide, at) < 0) {
