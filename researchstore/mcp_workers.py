@@ -60,7 +60,11 @@ CLOSE_TIMEOUT_S = 5.0
 LONG_CALL_S = 0.1
 #: The CPU priority (nice value) of a worker thread whose call has run longer
 #: than ``serving.SEARCH_TURN_S``: every other call comes first.
-LONG_CALL_NICE = 10
+LONG_CALL_NICE = 15
+#: The CPU priority (nice value) of the threads that run searches: a lookup
+#: (nice 0) that wakes while searches hold every core runs first. Lookups
+#: take a fraction of a millisecond of CPU, so searches lose little to them.
+SEARCH_NICE = 8
 #: Lookups in flight in the lookups' lane beyond which one more goes to the
 #: least busy worker (``WorkerPool._pick``).
 LANE_DEPTH = 4
@@ -494,12 +498,14 @@ class _Threads:
     process can), ends, and the next job gets a new thread.
     """
 
-    def __init__(self, size: int, name: str) -> None:
+    def __init__(self, size: int, name: str, *, nice: int = 0) -> None:
         import queue
 
         self._jobs: queue.SimpleQueue[tuple[Any, tuple[Any, ...]] | None] = queue.SimpleQueue()
         self._size = size
         self._name = name
+        #: Each thread's CPU priority, set as it starts.
+        self.nice = nice
         self._lock = threading.Lock()
         self._threads = 0
         self._idle = 0
@@ -513,6 +519,9 @@ class _Threads:
         threading.Thread(target=self._run, name=self._name, daemon=True).start()
 
     def _run(self) -> None:
+        if self.nice:
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), self.nice)
         while True:
             with self._lock:
                 self._idle += 1
@@ -550,7 +559,9 @@ class _WorkerCalls:  # pragma: no cover - runs in the workers
     thread's CPU priority lowered (``LONG_CALL_NICE``) until it ends: across
     processes there is no shared interpreter lock to slow it down, and a long
     call would otherwise take a whole core from every other session's calls.
-    A keeper thread sees to both.
+    A keeper thread sees to both. Searches run in threads of their own at a
+    lower priority (``SEARCH_NICE``), so that lookups, in whichever worker,
+    come first when searches keep every core busy.
     """
 
     def __init__(self, store: Any, tools: dict[str, Any], sock: socket.socket) -> None:
@@ -561,6 +572,7 @@ class _WorkerCalls:  # pragma: no cover - runs in the workers
         self.searches = SEARCHES
         self.turn_s = SEARCH_TURN_S
         self._lookups = _Threads(WORKER_THREADS, "researchstore-lookup")
+        self._searches = _Threads(WORKER_THREADS, "researchstore-search", nice=SEARCH_NICE)
         self._others = _Threads(WORKER_THREADS, "researchstore-call")
         self._turns = threading.Semaphore(search_threads_default())
         #: The calls running in ``_others``' threads, by thread.
@@ -577,12 +589,22 @@ class _WorkerCalls:  # pragma: no cover - runs in the workers
         if name in self.lookups:
             self._lookups.submit(self._answer, call_id, principal, name, arguments, request_id)
         else:
-            self._others.submit(self._tracked, call_id, principal, name, arguments, request_id)
+            threads = self._searches if name in self.searches else self._others
+            threads.submit(
+                self._tracked, call_id, principal, name, arguments, request_id, threads.nice
+            )
 
     def _tracked(
-        self, call_id: int, principal: Principal, name: str, arguments: Any, request_id: Any
+        self,
+        call_id: int,
+        principal: Principal,
+        name: str,
+        arguments: Any,
+        request_id: Any,
+        nice: int,
     ) -> bool:
-        """``_answer``, seen by the keeper while it runs; whether its thread may go on."""
+        """``_answer``, seen by the keeper while it runs; whether its thread may go
+        on. ``nice``: the thread's own priority, given back after a long call."""
         turn = name in self.searches
         if turn:
             self._turns.acquire()
@@ -599,7 +621,7 @@ class _WorkerCalls:  # pragma: no cover - runs in the workers
                 self._turns.release()
         if running.lowered:
             try:
-                os.setpriority(os.PRIO_PROCESS, running.native_id, 0)
+                os.setpriority(os.PRIO_PROCESS, running.native_id, nice)
             except OSError:
                 return False  # not allowed to raise it back: this thread ends
         return True
@@ -654,6 +676,7 @@ class _WorkerCalls:  # pragma: no cover - runs in the workers
         self._stopped = True
         self._busy.set()
         self._lookups.shutdown()
+        self._searches.shutdown()
         self._others.shutdown()
 
 

@@ -37,7 +37,14 @@ from helpers import (
 
 from researchstore import Store
 from researchstore.auth import create_key
-from researchstore.mcp_workers import LANE_DEPTH, LONG_CALL_NICE, NoWorker, WorkerPool, _Worker
+from researchstore.mcp_workers import (
+    LANE_DEPTH,
+    LONG_CALL_NICE,
+    SEARCH_NICE,
+    NoWorker,
+    WorkerPool,
+    _Worker,
+)
 
 #: How long a test waits for an event that should come at once before failing.
 PATIENCE_S = 60
@@ -257,6 +264,31 @@ def test_a_call_whose_worker_ends_is_told_to_call_again(served: Served) -> None:
         # The server answers the same call itself now.
         again = call(client, url, served.key, session, "research_chunk_search", query="hold a")
         assert not again["isError"]
+
+
+@pytest.mark.slow
+def test_searches_run_at_a_lower_cpu_priority_than_lookups(served: Served) -> None:
+    """A lookup that wakes while searches keep every core busy runs first."""
+    log = served.folder / "server.log"
+    with (
+        mcp_http_server(served.db, log, "--workers", "2") as url,
+        httpx.Client() as client,
+    ):
+        session = open_session(client, url, served.key)
+        pids = worker_pids(log)
+        before = [thread_nice_values(pid) for pid in pids]
+        assert all(SEARCH_NICE not in values for values in before)
+        for _ in range(4):
+            found = call(client, url, served.key, session, "research_chunk_search", query=QUERY)
+            assert not found["isError"]
+            got = call(
+                client, url, served.key, session, "research_get_chunk", chunk_id=served.chunk_id
+            )
+            assert not got["isError"]
+        after = [thread_nice_values(pid) for pid in pids]
+        # The searches' threads stay, at their priority; every other thread is as it was.
+        assert any(SEARCH_NICE in values for values in after)
+        assert all(set(values) <= {0, SEARCH_NICE} for values in after)
 
 
 @pytest.mark.slow
