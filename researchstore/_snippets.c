@@ -24,6 +24,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 #include <string.h>
 
 /* highlight.py's _LONGEST - 1 (the index drops a token of 40 bytes). */
@@ -39,11 +40,17 @@ static signed char code_of[256];
 static unsigned char latin1_class[256];
 
 
+#define THREES (SYMBOLS * SYMBOLS * SYMBOLS)
+
+/* The prefixes, by their letters' numbers (``code_of``); the three-letter
+ * ones a bit each, so that the table is cheap to clear for every call. */
 typedef struct {
     unsigned char one[SYMBOLS];
     unsigned char two[SYMBOLS * SYMBOLS];
-    unsigned char three[SYMBOLS * SYMBOLS * SYMBOLS];
+    uint64_t three[(THREES + 63) / 64];
     int any_short;
+    /* The longest stop word: a longer word is never looked up. */
+    Py_ssize_t stop_longest;
 } Prefixes;
 
 static void init_codes(void) {
@@ -98,7 +105,8 @@ static int read_prefixes(PyObject *prefixes, Prefixes *table) {
                     table->two[codes[0] * SYMBOLS + codes[1]] = 1;
                     table->any_short = 1;
                 } else {
-                    table->three[(codes[0] * SYMBOLS + codes[1]) * SYMBOLS + codes[2]] = 1;
+                    int at = (codes[0] * SYMBOLS + codes[1]) * SYMBOLS + codes[2];
+                    table->three[at / 64] |= (uint64_t)1 << (at % 64);
                 }
             }
         }
@@ -108,12 +116,33 @@ static int read_prefixes(PyObject *prefixes, Prefixes *table) {
     return PyErr_Occurred() ? -1 : 0;
 }
 
+/* The length of the longest of ``stopwords``; -1 with an exception on error. */
+static Py_ssize_t longest(PyObject *stopwords) {
+    Py_ssize_t most = 0;
+    PyObject *iterator = PyObject_GetIter(stopwords);
+    if (iterator == NULL) {
+        return -1;
+    }
+    PyObject *item;
+    while ((item = PyIter_Next(iterator)) != NULL) {
+        if (PyUnicode_Check(item) && PyUnicode_GET_LENGTH(item) > most) {
+            most = PyUnicode_GET_LENGTH(item);
+        }
+        Py_DECREF(item);
+    }
+    Py_DECREF(iterator);
+    return PyErr_Occurred() ? -1 : most;
+}
+
 static int wanted(const Prefixes *table, const int *codes, Py_ssize_t length) {
     if (length > LONGEST) {
         return 0;
     }
-    if (length >= 3 && table->three[(codes[0] * SYMBOLS + codes[1]) * SYMBOLS + codes[2]]) {
-        return 1;
+    if (length >= 3) {
+        int at = (codes[0] * SYMBOLS + codes[1]) * SYMBOLS + codes[2];
+        if (table->three[at / 64] >> (at % 64) & 1) {
+            return 1;
+        }
     }
     if (length > SHORT_MOST || !table->any_short) {
         return 0;
@@ -225,7 +254,7 @@ static PyObject *text_words(PyObject *text, const Prefixes *table, PyObject *sto
             unsigned char c = (unsigned char)PyUnicode_READ(kind, data, start + i);
             out[i] = (c >= 'A' && c <= 'Z') ? (unsigned char)(c + 32) : c;
         }
-        int stop = PySet_Contains(stopwords, word);
+        int stop = length <= table->stop_longest ? PySet_Contains(stopwords, word) : 0;
         int failed = stop < 0 || (!stop && (append_int(starts, start) < 0 ||
                                             append_int(ends, at) < 0 ||
                                             PyList_Append(words, word) < 0));
@@ -250,13 +279,11 @@ static PyObject *find_words(PyObject *module, PyObject *args) {
                           &PyFrozenSet_Type, &stopwords)) {
         return NULL;
     }
-    Prefixes *table = PyMem_Malloc(sizeof(Prefixes));
-    if (table == NULL) {
-        return PyErr_NoMemory();
-    }
+    Prefixes table_here;
+    Prefixes *table = &table_here;
     PyObject *result = NULL;
-    if (read_prefixes(prefixes, table) < 0) {
-        goto done;
+    if (read_prefixes(prefixes, table) < 0 || (table->stop_longest = longest(stopwords)) < 0) {
+        return NULL;
     }
     Py_ssize_t count = PyList_GET_SIZE(texts);
     result = PyList_New(count);
@@ -276,7 +303,6 @@ static PyObject *find_words(PyObject *module, PyObject *args) {
         PyList_SET_ITEM(result, i, found);
     }
 done:
-    PyMem_Free(table);
     return result;
 }
 
