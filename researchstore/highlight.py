@@ -22,39 +22,11 @@ from typing import Protocol, cast
 
 from researchstore.fragments import escape_html, fragment_html, original_spans
 from researchstore.language import DEFAULT_ANALYSIS, cjk_bigrams_with_offsets, has_cjk
+from researchstore.speedups import SPEEDUPS
 
-
-class Speedups(Protocol):
-    """The C speedup (``_snippets.c``): the words of texts, and their fragments."""
-
-    def words(
-        self, texts: list[str], prefixes: frozenset[str], stopwords: frozenset[str], /
-    ) -> list[tuple[list[int], list[int], list[str], list[int]] | None]:
-        """Each text's ASCII words that start as one of ``prefixes``, stop words
-        left out, as (starts, ends, words lower-cased), and where its words with
-        a letter past ASCII stand (start, end, start, end...); None for a text
-        that may hold CJK."""
-        ...
-
-    def fragment(
-        self, text: str, starts: list[int], ends: list[int], max_chars: int, words: list[str], /
-    ) -> str:
-        """``fragment_html``, the matches' words given."""
-        ...
-
-
-def _speedup() -> Speedups | None:
-    """The C speedup, where ``setup.py`` could build it (a C compiler was at
-    hand); else None, and the same snippets come from Python (``_plain_spans``,
-    ``fragment_html``)."""
-    try:
-        from researchstore import _snippets
-    except ImportError:
-        return None
-    return _snippets
-
-
-_speedups = _speedup()
+#: The C step (``speedups.py``), or None: the same snippets come from
+#: Python (``_plain_spans``, ``fragment_html``).
+_speedups = SPEEDUPS
 
 __all__ = ["Highlighter", "WordAnalysis"]
 
@@ -234,7 +206,7 @@ class Highlighter:
     def _c_spans(
         self, texts: Sequence[str], terms: dict[str, frozenset[str]], prefixes: frozenset[str]
     ) -> list[Matches | None]:
-        """``_plain_spans``, the words found in C (``_snippets.words``): the same
+        """``_plain_spans``, the words found in C (``_speedups.words``): the same
         words, each text under the analysis that matches most of them; None for
         a text C leaves to Python (one that may hold CJK, or whose words past
         ASCII do not fold one for one, or whose length lower-casing changes).

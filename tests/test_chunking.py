@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -131,3 +132,25 @@ def test_token_counts_are_the_tokens_the_index_stores(text: str) -> None:
     from researchstore.index import analyze
 
     assert count_tokens(text) == len(analyze(text))
+
+
+_ASCII = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,;:!?'\"-_\n\t"
+#: Stop words in any case, words at the index's length limit (39 letters
+#: kept, 40 dropped) and words that only start as stop words do.
+_EDGES = ["The", "AND", "is", "iT", "x" * 39, "Y" * 40, "thee", "andes", "a1", "the9"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_EDGES) | st.text(_ASCII, max_size=45), max_size=60).map(" ".join))
+def test_an_ascii_text_is_counted_as_tantivy_counts_it(text: str) -> None:
+    """``count_tokens`` counts an ASCII text in C where the speedup is built: the
+    same count as Tantivy's analyzer gives."""
+    from researchstore import index
+
+    if index._speedups is None:
+        pytest.skip("the C speedup is not built")
+    assert index._speedups.count_tokens(text, index._COUNTED_STOPWORDS) == len(
+        index._COUNTER.analyze(text)
+    )
+    # Not ASCII: Tantivy's to count.
+    assert index._speedups.count_tokens(text + "é", index._COUNTED_STOPWORDS) is None

@@ -168,7 +168,7 @@ def test_words_other_stemmers_stem_apart_are_marked_as_the_index_matches(
     assert len(expected) >= 4
 
 
-# -- the C speedup (``researchstore._snippets``) -------------------------------------
+# -- the C speedup (``researchstore._speedups``) -------------------------------------
 
 _C_ALPHABET = "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ 0123456789 .,;?!-_'\"<>&\n\t"
 #: Not letters or digits past ASCII (they split words), then letters that are.
@@ -246,4 +246,4 @@ def test_the_c_speedup_is_built_where_asked() -> None:
     the same snippets come from Python."""
     if not os.environ.get("RESEARCHSTORE_REQUIRE_SPEEDUPS"):
         pytest.skip("the C step is optional here (RESEARCHSTORE_REQUIRE_SPEEDUPS is not set)")
-    assert _speedups is not None, "researchstore/_snippets.c was not built: no C compiler?"
+    assert _speedups is not None, "researchstore/_speedups.c was not built: no C compiler?"

@@ -1,7 +1,9 @@
-/* Snippets' hot loops (highlight.py, fragments.py) in C.
+/* Hot loops in C: snippets' (highlight.py, fragments.py) and counting an
+ * ASCII text's tokens (index.count_tokens).
  *
- * Optional: researchstore works without it (highlight.py takes the same
- * steps in Python), and tests check that both give the same snippets.
+ * Optional: researchstore works without it (speedups.py: the same steps are
+ * taken in Python, or by Tantivy), and tests check that both give the same
+ * answers.
  *
  *   words(texts, prefixes, stopwords)
  *       -> [(starts, ends, words, wide) or None for each text]
@@ -20,11 +22,18 @@
  *
  * fragments.fragment_html: the window with the most distinct matched words,
  * HTML-escaped, the matches in <b>.
+ *
+ *   count_tokens(text, stopwords) -> int or None
+ *
+ * How many tokens the index's English analyzer, less its stemmer, yields for
+ * an ASCII text: runs of letters and digits shorter than 40, lower-cased, not
+ * one of ``stopwords``. None for any other text (Tantivy counts it).
  */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* highlight.py's _LONGEST - 1 (the index drops a token of 40 bytes). */
@@ -540,12 +549,124 @@ done:
     return result;
 }
 
+/* -- count_tokens ----------------------------------------------------------------- */
+
+/* Stop words as numbers (up to 8 ASCII letters, one a byte), sorted; the
+ * set they were read from is kept, so that each call need not read it. */
+static PyObject *stop_set = NULL;
+static uint64_t stop_codes[256];
+static Py_ssize_t stop_count = -1; /* -1: a stop word that is no such number */
+
+static uint64_t pack(const unsigned char *letters, Py_ssize_t length) {
+    uint64_t code = 0;
+    for (Py_ssize_t i = 0; i < length; i++) {
+        code |= (uint64_t)letters[i] << (8 * i);
+    }
+    return code;
+}
+
+static int compare_codes(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Read ``stopwords`` into ``stop_codes`` unless they are the ones read last. */
+static int read_stopwords(PyObject *stopwords) {
+    if (stopwords == stop_set) {
+        return 0;
+    }
+    Py_ssize_t count = 0;
+    PyObject *iterator = PyObject_GetIter(stopwords);
+    if (iterator == NULL) {
+        return -1;
+    }
+    PyObject *item;
+    while ((item = PyIter_Next(iterator)) != NULL) {
+        Py_ssize_t length = PyUnicode_Check(item) ? PyUnicode_GET_LENGTH(item) : 0;
+        if (count >= 0 && PyUnicode_Check(item) && PyUnicode_IS_ASCII(item) && length >= 1 &&
+            length <= 8 && count < 256) {
+            stop_codes[count++] = pack(PyUnicode_1BYTE_DATA(item), length);
+        } else {
+            count = -1;
+        }
+        Py_DECREF(item);
+    }
+    Py_DECREF(iterator);
+    if (PyErr_Occurred()) {
+        return -1;
+    }
+    if (count > 0) {
+        qsort(stop_codes, (size_t)count, sizeof stop_codes[0], compare_codes);
+    }
+    stop_count = count;
+    Py_INCREF(stopwords);
+    Py_XSETREF(stop_set, stopwords);
+    return 0;
+}
+
+static int is_stopword(uint64_t code) {
+    Py_ssize_t lo = 0, hi = stop_count;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (stop_codes[mid] < code) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo < stop_count && stop_codes[lo] == code;
+}
+
+static PyObject *count_tokens(PyObject *module, PyObject *args) {
+    PyObject *text, *stopwords;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "UO!:count_tokens", &text, &PyFrozenSet_Type, &stopwords)) {
+        return NULL;
+    }
+    if (read_stopwords(stopwords) < 0) {
+        return NULL;
+    }
+    if (!PyUnicode_IS_ASCII(text) || stop_count < 0) {
+        Py_RETURN_NONE;
+    }
+    const unsigned char *data = PyUnicode_1BYTE_DATA(text);
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text), at = 0, count = 0;
+    unsigned char lowered[8];
+    while (at < size) {
+        while (at < size && code_of[data[at]] < 0) {
+            at++;
+        }
+        Py_ssize_t start = at;
+        while (at < size && code_of[data[at]] >= 0) {
+            at++;
+        }
+        Py_ssize_t length = at - start;
+        if (length == 0 || length >= 40) {
+            continue; /* the end, or a token the index drops as too long */
+        }
+        if (length <= 8) {
+            for (Py_ssize_t i = 0; i < length; i++) {
+                unsigned char c = data[start + i];
+                lowered[i] = (c >= 'A' && c <= 'Z') ? (unsigned char)(c + 32) : c;
+            }
+            if (is_stopword(pack(lowered, length))) {
+                continue;
+            }
+        }
+        count++;
+    }
+    return PyLong_FromSsize_t(count);
+}
+
 static PyMethodDef methods[] = {
     {"words", find_words, METH_VARARGS,
      "words(texts, prefixes, stopwords): for each text, (starts, ends, words, wide): its "
      "ASCII words that start as a prefix does, lower-cased, stop words left out, and the "
      "words with a letter past ASCII as [start, end, start, end, ...]; None for a text "
      "that may hold CJK."},
+    {"count_tokens", count_tokens, METH_VARARGS,
+     "count_tokens(text, stopwords): how many tokens the index's English analyzer, less "
+     "its stemmer, yields for an ASCII text; None for any other text."},
     {"fragment", fragment, METH_VARARGS,
      "fragment(text, starts, ends, max_chars, words): fragments.fragment_html, the "
      "matches' words given."},
@@ -553,12 +674,12 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "researchstore._snippets",
-    "Snippets' hot loops in C (optional; see highlight.py).", -1, methods,
+    PyModuleDef_HEAD_INIT, "researchstore._speedups",
+    "Hot loops in C (optional; see speedups.py).", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__snippets(void) {
+PyMODINIT_FUNC PyInit__speedups(void) {
     init_codes();
     return PyModule_Create(&module);
 }

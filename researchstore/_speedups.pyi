@@ -1,4 +1,4 @@
-"""Snippets' hot loops in C (``_snippets.c``); see ``highlight.py``."""
+"""Hot loops in C (``_speedups.c``); see ``speedups.py``."""
 
 def words(
     texts: list[str], prefixes: frozenset[str], stopwords: frozenset[str], /
@@ -6,3 +6,4 @@ def words(
 def fragment(
     text: str, starts: list[int], ends: list[int], max_chars: int, words: list[str], /
 ) -> str: ...
+def count_tokens(text: str, stopwords: frozenset[str], /) -> int | None: ...

@@ -1,0 +1,48 @@
+"""The optional C speedups (``_speedups.c``), and what they must answer.
+
+``setup.py`` builds ``researchstore._speedups`` where a C compiler is at
+hand; where there is none the build goes on without it, ``SPEEDUPS`` is
+None, and every caller takes the same steps in Python (or Tantivy): the
+answers are the same, only slower. Tests hold the two paths alike.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+__all__ = ["SPEEDUPS", "Speedups"]
+
+
+class Speedups(Protocol):
+    """What ``_speedups.c`` offers."""
+
+    def words(
+        self, texts: list[str], prefixes: frozenset[str], stopwords: frozenset[str], /
+    ) -> list[tuple[list[int], list[int], list[str], list[int]] | None]:
+        """Each text's ASCII words that start as one of ``prefixes``, stop words
+        left out, as (starts, ends, words lower-cased), and where its words with
+        a letter past ASCII stand (start, end, start, end...); None for a text
+        that may hold CJK (``highlight.Highlighter``)."""
+        ...
+
+    def fragment(
+        self, text: str, starts: list[int], ends: list[int], max_chars: int, words: list[str], /
+    ) -> str:
+        """``fragments.fragment_html``, the matches' words given."""
+        ...
+
+    def count_tokens(self, text: str, stopwords: frozenset[str], /) -> int | None:
+        """How many tokens the index's English analyzer, less its stemmer,
+        yields for an ASCII ``text``; None for any other (``index.count_tokens``)."""
+        ...
+
+
+def _load() -> Speedups | None:
+    try:
+        from researchstore import _speedups
+    except ImportError:
+        return None
+    return _speedups
+
+
+SPEEDUPS = _load()
