@@ -658,6 +658,104 @@ static PyObject *count_tokens(PyObject *module, PyObject *args) {
     return PyLong_FromSsize_t(count);
 }
 
+/* -- choose: each text's matches under the analysis that matches most ---------- */
+
+static PyObject *choose(PyObject *module, PyObject *args) {
+    PyObject *found, *stems, *terms;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "O!O!O!:choose", &PyList_Type, &found, &PyList_Type, &stems,
+                          &PyList_Type, &terms)) {
+        return NULL;
+    }
+    Py_ssize_t analyses = PyList_GET_SIZE(stems), texts = PyList_GET_SIZE(found), total = 0;
+    if (PyList_GET_SIZE(terms) != analyses) {
+        PyErr_SetString(PyExc_ValueError, "stems and terms: one of each per analysis");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < texts; i++) {
+        PyObject *entry = PyList_GET_ITEM(found, i);
+        if (entry == Py_None) {
+            continue;
+        }
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 4 ||
+            !PyList_Check(PyTuple_GET_ITEM(entry, 0)) ||
+            !PyList_Check(PyTuple_GET_ITEM(entry, 1)) ||
+            !PyList_Check(PyTuple_GET_ITEM(entry, 3)) ||
+            PyList_GET_SIZE(PyTuple_GET_ITEM(entry, 1)) !=
+                PyList_GET_SIZE(PyTuple_GET_ITEM(entry, 0)) ||
+            PyList_GET_SIZE(PyTuple_GET_ITEM(entry, 3)) !=
+                PyList_GET_SIZE(PyTuple_GET_ITEM(entry, 0))) {
+            PyErr_SetString(PyExc_TypeError, "found: (starts, ends, words, keys) or None");
+            return NULL;
+        }
+        total += PyList_GET_SIZE(PyTuple_GET_ITEM(entry, 0));
+    }
+    for (Py_ssize_t a = 0; a < analyses; a++) {
+        PyObject *list = PyList_GET_ITEM(stems, a);
+        if (!PyList_Check(list) || PyList_GET_SIZE(list) != total ||
+            !PyAnySet_Check(PyList_GET_ITEM(terms, a))) {
+            PyErr_SetString(PyExc_ValueError, "each analysis: a stem per word, a set of terms");
+            return NULL;
+        }
+    }
+    PyObject *result = PyList_New(texts);
+    if (result == NULL) {
+        return NULL;
+    }
+    Py_ssize_t offset = 0;
+    for (Py_ssize_t i = 0; i < texts; i++) {
+        PyObject *entry = PyList_GET_ITEM(found, i);
+        if (entry == Py_None) {
+            PyList_SET_ITEM(result, i, Py_NewRef(Py_None));
+            continue;
+        }
+        PyObject *starts = PyTuple_GET_ITEM(entry, 0), *ends = PyTuple_GET_ITEM(entry, 1);
+        PyObject *keys = PyTuple_GET_ITEM(entry, 3);
+        Py_ssize_t count = PyList_GET_SIZE(starts), best = -1, most = 0;
+        for (Py_ssize_t a = 0; a < analyses; a++) {
+            PyObject *list = PyList_GET_ITEM(stems, a), *wanted = PyList_GET_ITEM(terms, a);
+            Py_ssize_t matched = 0;
+            for (Py_ssize_t k = 0; k < count; k++) {
+                int in = PySet_Contains(wanted, PyList_GET_ITEM(list, offset + k));
+                if (in < 0) {
+                    Py_DECREF(result);
+                    return NULL;
+                }
+                matched += in;
+            }
+            if (matched > most) {
+                best = a;
+                most = matched;
+            }
+        }
+        PyObject *chosen;
+        if (best < 0) {
+            chosen = Py_BuildValue("([][]O)", Py_None);
+        } else {
+            PyObject *list = PyList_GET_ITEM(stems, best), *wanted = PyList_GET_ITEM(terms, best);
+            PyObject *kept[3] = {PyList_New(0), PyList_New(0), PyList_New(0)};
+            int failed = kept[0] == NULL || kept[1] == NULL || kept[2] == NULL;
+            for (Py_ssize_t k = 0; k < count && !failed; k++) {
+                int in = PySet_Contains(wanted, PyList_GET_ITEM(list, offset + k));
+                failed = in < 0 || (in && (PyList_Append(kept[0], PyList_GET_ITEM(starts, k)) < 0 ||
+                                           PyList_Append(kept[1], PyList_GET_ITEM(ends, k)) < 0 ||
+                                           PyList_Append(kept[2], PyList_GET_ITEM(keys, k)) < 0));
+            }
+            chosen = failed ? NULL : PyTuple_Pack(3, kept[0], kept[1], kept[2]);
+            Py_XDECREF(kept[0]);
+            Py_XDECREF(kept[1]);
+            Py_XDECREF(kept[2]);
+        }
+        if (chosen == NULL) {
+            Py_DECREF(result);
+            return NULL;
+        }
+        PyList_SET_ITEM(result, i, chosen);
+        offset += count;
+    }
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"words", find_words, METH_VARARGS,
      "words(texts, prefixes, stopwords): for each text, (starts, ends, words, wide): its "
@@ -667,6 +765,10 @@ static PyMethodDef methods[] = {
     {"count_tokens", count_tokens, METH_VARARGS,
      "count_tokens(text, stopwords): how many tokens the index's English analyzer, less "
      "its stemmer, yields for an ASCII text; None for any other text."},
+    {"choose", choose, METH_VARARGS,
+     "choose(found, stems, terms): for each text of ``found`` ((starts, ends, words, keys) "
+     "or None), its matches (starts, ends, keys) under the analysis whose ``terms`` hold "
+     "most of its words' ``stems`` (the first on a tie); ([], [], None) when none does."},
     {"fragment", fragment, METH_VARARGS,
      "fragment(text, starts, ends, max_chars, words): fragments.fragment_html, the "
      "matches' words given."},

@@ -7,3 +7,9 @@ def fragment(
     text: str, starts: list[int], ends: list[int], max_chars: int, words: list[str], /
 ) -> str: ...
 def count_tokens(text: str, stopwords: frozenset[str], /) -> int | None: ...
+def choose(
+    found: list[tuple[list[int], list[int], list[str], list[str]] | None],
+    stems: list[list[str]],
+    terms: list[frozenset[str]],
+    /,
+) -> list[tuple[list[int], list[int], list[str] | None] | None]: ...

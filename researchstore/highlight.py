@@ -229,37 +229,8 @@ class Highlighter:
             for i, merged in self._fold_wide(texts, scanned, wide, prefixes).items():
                 found[i] = merged
         stemmed_from = list(chain.from_iterable(words[2] for words in found if words is not None))
-        matched_by = [
-            list(map(terms[analysis].__contains__, analysed))
-            for analysis, analysed in self._stems(stemmed_from, terms).items()
-        ]
-        out: list[Matches | None] = []
-        first = 0
-        for words in found:
-            if words is None:
-                out.append(None)
-                continue
-            starts, ends, _, keys = words
-            last = first + len(starts)
-            chosen: list[bool] | None = None
-            most = 0
-            for matched in matched_by:
-                flags = matched[first:last]
-                count = flags.count(True)
-                if count > most:
-                    chosen, most = flags, count
-            if chosen is None:
-                out.append(([], [], None))
-            else:
-                out.append(
-                    (
-                        list(compress(starts, chosen)),
-                        list(compress(ends, chosen)),
-                        list(compress(keys, chosen)),
-                    )
-                )
-            first = last
-        return out
+        stems = self._stems(stemmed_from, terms)
+        return _speedups.choose(found, list(stems.values()), [terms[name] for name in stems])
 
     def _fold_wide(
         self,

@@ -25,6 +25,19 @@ class Speedups(Protocol):
         that may hold CJK (``highlight.Highlighter``)."""
         ...
 
+    def choose(
+        self,
+        found: list[tuple[list[int], list[int], list[str], list[str]] | None],
+        stems: list[list[str]],
+        terms: list[frozenset[str]],
+        /,
+    ) -> list[tuple[list[int], list[int], list[str] | None] | None]:
+        """Each text's matches (starts, ends, keys) under the analysis whose
+        ``terms`` hold most of its words' ``stems`` (the first on a tie);
+        ``found``: each text's (starts, ends, words, keys), ``stems`` each
+        analysis's stem of every word, in turn (``highlight.Highlighter``)."""
+        ...
+
     def fragment(
         self, text: str, starts: list[int], ends: list[int], max_chars: int, words: list[str], /
     ) -> str:

@@ -240,6 +240,19 @@ def test_the_c_speedup_cuts_the_same_window(text: str, size: int) -> None:
     assert _marked(with_c)
 
 
+@pytest.mark.parametrize("together", [False, True])
+def test_on_a_tie_english_wins_whichever_path(together: bool) -> None:
+    """A text matching as many words in English as in German is marked as English."""
+    german = frozenset(term.removesuffix(MARK) for term in index_terms("Bienen", "de"))
+    terms = {"de": german, "en": frozenset(index_terms("mites"))}
+    texts = ["Mites and Bienen here", "Bienen only"] if together else ["Mites and Bienen here"]
+    with_c = highlights(texts, terms)
+    assert _marked(with_c[0]) == ["Mites"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(highlight_module, "_speedups", None)
+        assert highlights(texts, terms) == with_c
+
+
 def test_the_c_speedup_is_built_where_asked() -> None:
     """CI has a compiler and asks for the C step (``RESEARCHSTORE_REQUIRE_SPEEDUPS``
     in ``.ci/run``), so the tests there run it; elsewhere it is optional and
