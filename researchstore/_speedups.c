@@ -16,7 +16,8 @@
  *     is at most SHORT_MOST letters long,
  * and it is not one of ``stopwords``. A word with a letter past ASCII is
  * only placed (``wide``): folding it as the index does is Tantivy's, from
- * Python. A text that may hold CJK gets None: it is indexed as bigrams.
+ * Python. A text that may hold CJK gets None: it is indexed as bigrams; so
+ * does one holding U+0130, which lower-cases to two characters.
  *
  *   fragment(text, starts, ends, max_chars, words) -> str
  *
@@ -224,7 +225,10 @@ static PyObject *text_words(PyObject *text, const Prefixes *table, PyObject *sto
     Py_ssize_t size = PyUnicode_GET_LENGTH(text);
     if (kind != PyUnicode_1BYTE_KIND) {
         for (Py_ssize_t i = 0; i < size; i++) {
-            if (maybe_cjk(PyUnicode_READ(kind, data, i))) {
+            Py_UCS4 c = PyUnicode_READ(kind, data, i);
+            /* U+0130 is the one character that lower-cases to two ("i̇"),
+             * which moves every word after it in the lower-cased text. */
+            if (maybe_cjk(c) || c == 0x130) {
                 Py_RETURN_NONE;
             }
         }

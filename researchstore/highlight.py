@@ -241,13 +241,9 @@ class Highlighter:
     ) -> dict[int, tuple[list[int], list[int], list[str], list[str]]]:
         """The ``wide`` texts' words with a letter past ASCII folded and merged in
         order with their ASCII words; a text left out stays Python's."""
-        # Lower-casing that changes a text's length ("İ") shifts its words:
-        # ``_matched_spans`` finds them in the text itself.
-        texts_words = {
-            i: placed_words
-            for i in wide
-            if (placed_words := scanned[i]) is not None and len(texts[i].lower()) == len(texts[i])
-        }
+        # C left a text to Python whose length lower-casing changes ("İ"):
+        # ``_matched_spans`` finds its words in the text itself.
+        texts_words = {i: placed_words for i in wide if (placed_words := scanned[i]) is not None}
         placed: list[tuple[int, int, int]] = []
         for i, (_, _, _, spans) in texts_words.items():
             pairs = zip(spans[::2], spans[1::2], strict=True)
