@@ -67,7 +67,6 @@ _HEADER = re.compile(r"WEBVTT(?:[ \t]|$)")
 _WIDE_MINUTES = re.compile(r"(?<![\d:])(\d{3,}):(\d{2})\.(\d{3})(?![\d:])")
 # SubRip files from Aegisub and friends carry ASS override blocks like {\an8}.
 _ASS_OVERRIDE = re.compile(r"\{\\[^{}\n]*\}")
-_WHITESPACE = re.compile(r"\s+")
 _DIGITS = re.compile(r"^\s*\d+\s*$")
 _HEADER_FIELD = re.compile(r"^\s*([A-Za-z][\w -]*?)\s*[:=]\s*(.*?)\s*$")
 _NOTE_TITLE = re.compile(r"^\s*title\s*[:=]\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
@@ -289,14 +288,22 @@ def _timing_index(block: list[str]) -> int | None:
 
 def _clean_lines(raw_lines: list[str], *, srt: bool) -> list[str]:
     """Strip cue markup, decode entities, collapse whitespace, drop empty lines."""
+    # Most cues hold no markup and no reference: each pattern is run only
+    # where its first character is (a third of a caption file's parse).
     if srt:
-        lines = [_ASS_OVERRIDE.sub("", _SRT_TAG.sub("", raw)) for raw in raw_lines]
+        lines = [
+            _ASS_OVERRIDE.sub("", _SRT_TAG.sub("", raw)) if "<" in raw or "{" in raw else raw
+            for raw in raw_lines
+        ]
     else:
         # A WebVTT tag can run over a line break; markup is read across lines.
-        lines = _VTT_TAG.sub("", "\n".join(raw_lines)).split("\n")
+        joined = "\n".join(raw_lines)
+        lines = (_VTT_TAG.sub("", joined) if "<" in joined else joined).split("\n")
     cleaned = []
     for raw in lines:
-        line = _WHITESPACE.sub(" ", _REFERENCE.sub(_decode_reference, raw)).strip()
+        if "&" in raw:
+            raw = _REFERENCE.sub(_decode_reference, raw)
+        line = " ".join(raw.split())  # runs of whitespace as one space, none at the ends
         if line:
             cleaned.append(line)
     return cleaned
