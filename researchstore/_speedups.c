@@ -59,8 +59,6 @@ typedef struct {
     unsigned char two[SYMBOLS * SYMBOLS];
     uint64_t three[(THREES + 63) / 64];
     int any_short;
-    /* The longest stop word: a longer word is never looked up. */
-    Py_ssize_t stop_longest;
 } Prefixes;
 
 static void init_codes(void) {
@@ -75,6 +73,63 @@ static void init_codes(void) {
     for (int c = 0; c < 256; c++) {
         latin1_class[c] = c < 128 ? code_of[c] >= 0 : Py_UNICODE_ISALNUM((Py_UCS4)c) ? 2 : 0;
     }
+}
+
+/* Stop words as numbers (up to 8 ASCII letters, one a byte), sorted; the
+ * set they were read from is kept, so that each call need not read it. */
+static PyObject *stop_set = NULL;
+static uint64_t stop_codes[256];
+static Py_ssize_t stop_count = -1; /* -1: a stop word that is no such number */
+/* The longest stop word: a longer word is never looked up. */
+static Py_ssize_t stop_longest = 0;
+
+static uint64_t pack(const unsigned char *letters, Py_ssize_t length) {
+    uint64_t code = 0;
+    for (Py_ssize_t i = 0; i < length; i++) {
+        code |= (uint64_t)letters[i] << (8 * i);
+    }
+    return code;
+}
+
+static int compare_codes(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Read ``stopwords`` into ``stop_codes`` unless they are the ones read last. */
+static int read_stopwords(PyObject *stopwords) {
+    if (stopwords == stop_set) {
+        return 0;
+    }
+    Py_ssize_t count = 0, most = 0;
+    PyObject *iterator = PyObject_GetIter(stopwords);
+    if (iterator == NULL) {
+        return -1;
+    }
+    PyObject *item;
+    while ((item = PyIter_Next(iterator)) != NULL) {
+        Py_ssize_t length = PyUnicode_Check(item) ? PyUnicode_GET_LENGTH(item) : 0;
+        most = length > most ? length : most;
+        if (count >= 0 && PyUnicode_Check(item) && PyUnicode_IS_ASCII(item) && length >= 1 &&
+            length <= 8 && count < 256) {
+            stop_codes[count++] = pack(PyUnicode_1BYTE_DATA(item), length);
+        } else {
+            count = -1;
+        }
+        Py_DECREF(item);
+    }
+    Py_DECREF(iterator);
+    if (PyErr_Occurred()) {
+        return -1;
+    }
+    if (count > 0) {
+        qsort(stop_codes, (size_t)count, sizeof stop_codes[0], compare_codes);
+    }
+    stop_count = count;
+    stop_longest = most;
+    Py_INCREF(stopwords);
+    Py_XSETREF(stop_set, stopwords);
+    return 0;
 }
 
 /* Fill ``table`` from the prefixes; -1 with an exception set on error. */
@@ -124,24 +179,6 @@ static int read_prefixes(PyObject *prefixes, Prefixes *table) {
     }
     Py_DECREF(iterator);
     return PyErr_Occurred() ? -1 : 0;
-}
-
-/* The length of the longest of ``stopwords``; -1 with an exception on error. */
-static Py_ssize_t longest(PyObject *stopwords) {
-    Py_ssize_t most = 0;
-    PyObject *iterator = PyObject_GetIter(stopwords);
-    if (iterator == NULL) {
-        return -1;
-    }
-    PyObject *item;
-    while ((item = PyIter_Next(iterator)) != NULL) {
-        if (PyUnicode_Check(item) && PyUnicode_GET_LENGTH(item) > most) {
-            most = PyUnicode_GET_LENGTH(item);
-        }
-        Py_DECREF(item);
-    }
-    Py_DECREF(iterator);
-    return PyErr_Occurred() ? -1 : most;
 }
 
 static int wanted(const Prefixes *table, const int *codes, Py_ssize_t length) {
@@ -267,7 +304,7 @@ static PyObject *text_words(PyObject *text, const Prefixes *table, PyObject *sto
             unsigned char c = (unsigned char)PyUnicode_READ(kind, data, start + i);
             out[i] = (c >= 'A' && c <= 'Z') ? (unsigned char)(c + 32) : c;
         }
-        int stop = length <= table->stop_longest ? PySet_Contains(stopwords, word) : 0;
+        int stop = length <= stop_longest ? PySet_Contains(stopwords, word) : 0;
         int failed = stop < 0 || (!stop && (append_int(starts, start) < 0 ||
                                             append_int(ends, at) < 0 ||
                                             PyList_Append(words, word) < 0));
@@ -295,7 +332,7 @@ static PyObject *find_words(PyObject *module, PyObject *args) {
     Prefixes table_here;
     Prefixes *table = &table_here;
     PyObject *result = NULL;
-    if (read_prefixes(prefixes, table) < 0 || (table->stop_longest = longest(stopwords)) < 0) {
+    if (read_prefixes(prefixes, table) < 0 || read_stopwords(stopwords) < 0) {
         return NULL;
     }
     Py_ssize_t count = PyList_GET_SIZE(texts);
@@ -555,70 +592,9 @@ done:
 
 /* -- count_tokens ----------------------------------------------------------------- */
 
-/* Stop words as numbers (up to 8 ASCII letters, one a byte), sorted; the
- * set they were read from is kept, so that each call need not read it. */
-static PyObject *stop_set = NULL;
-static uint64_t stop_codes[256];
-static Py_ssize_t stop_count = -1; /* -1: a stop word that is no such number */
-
-static uint64_t pack(const unsigned char *letters, Py_ssize_t length) {
-    uint64_t code = 0;
-    for (Py_ssize_t i = 0; i < length; i++) {
-        code |= (uint64_t)letters[i] << (8 * i);
-    }
-    return code;
-}
-
-static int compare_codes(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Read ``stopwords`` into ``stop_codes`` unless they are the ones read last. */
-static int read_stopwords(PyObject *stopwords) {
-    if (stopwords == stop_set) {
-        return 0;
-    }
-    Py_ssize_t count = 0;
-    PyObject *iterator = PyObject_GetIter(stopwords);
-    if (iterator == NULL) {
-        return -1;
-    }
-    PyObject *item;
-    while ((item = PyIter_Next(iterator)) != NULL) {
-        Py_ssize_t length = PyUnicode_Check(item) ? PyUnicode_GET_LENGTH(item) : 0;
-        if (count >= 0 && PyUnicode_Check(item) && PyUnicode_IS_ASCII(item) && length >= 1 &&
-            length <= 8 && count < 256) {
-            stop_codes[count++] = pack(PyUnicode_1BYTE_DATA(item), length);
-        } else {
-            count = -1;
-        }
-        Py_DECREF(item);
-    }
-    Py_DECREF(iterator);
-    if (PyErr_Occurred()) {
-        return -1;
-    }
-    if (count > 0) {
-        qsort(stop_codes, (size_t)count, sizeof stop_codes[0], compare_codes);
-    }
-    stop_count = count;
-    Py_INCREF(stopwords);
-    Py_XSETREF(stop_set, stopwords);
-    return 0;
-}
-
 static int is_stopword(uint64_t code) {
-    Py_ssize_t lo = 0, hi = stop_count;
-    while (lo < hi) {
-        Py_ssize_t mid = (lo + hi) / 2;
-        if (stop_codes[mid] < code) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    return lo < stop_count && stop_codes[lo] == code;
+    return stop_count > 0 &&
+           bsearch(&code, stop_codes, (size_t)stop_count, sizeof stop_codes[0], compare_codes);
 }
 
 static PyObject *count_tokens(PyObject *module, PyObject *args) {

@@ -149,8 +149,8 @@ def test_an_ascii_text_is_counted_as_tantivy_counts_it(text: str) -> None:
 
     if index._speedups is None:
         pytest.skip("the C speedup is not built")
-    assert index._speedups.count_tokens(text, index._COUNTED_STOPWORDS) == len(
+    assert index._speedups.count_tokens(text, index._STOPWORD_SET) == len(
         index._COUNTER.analyze(text)
     )
     # Not ASCII: Tantivy's to count.
-    assert index._speedups.count_tokens(text + "é", index._COUNTED_STOPWORDS) is None
+    assert index._speedups.count_tokens(text + "é", index._STOPWORD_SET) is None
