@@ -224,9 +224,9 @@ class Highlighter:
             (words[0], words[1], words[2], words[2]) if words is not None and not words[3] else None
             for words in scanned
         ]
-        wide = [i for i, words in enumerate(scanned) if words is not None and words[3]]
+        wide = {i: words for i, words in enumerate(scanned) if words is not None and words[3]}
         if wide:
-            for i, merged in self._fold_wide(texts, scanned, wide, prefixes).items():
+            for i, merged in self._fold_wide(texts, wide, prefixes).items():
                 found[i] = merged
         stemmed_from = list(chain.from_iterable(words[2] for words in found if words is not None))
         stems = self._stems(stemmed_from, terms)
@@ -235,24 +235,21 @@ class Highlighter:
     def _fold_wide(
         self,
         texts: Sequence[str],
-        scanned: list[tuple[list[int], list[int], list[str], list[int]] | None],
-        wide: list[int],
+        wide: dict[int, tuple[list[int], list[int], list[str], list[int]]],
         prefixes: frozenset[str],
     ) -> dict[int, tuple[list[int], list[int], list[str], list[str]]]:
-        """The ``wide`` texts' words with a letter past ASCII folded and merged in
-        order with their ASCII words; a text left out stays Python's."""
-        # C left a text to Python whose length lower-casing changes ("İ"):
-        # ``_matched_spans`` finds its words in the text itself.
-        texts_words = {i: placed_words for i in wide if (placed_words := scanned[i]) is not None}
+        """The ``wide`` texts' words (``_speedups.words``, by text) with a letter
+        past ASCII folded and merged in order with their ASCII words; nothing
+        when one does not fold to one word (those texts stay Python's)."""
         placed: list[tuple[int, int, int]] = []
-        for i, (_, _, _, spans) in texts_words.items():
+        for i, (_, _, _, spans) in wide.items():
             pairs = zip(spans[::2], spans[1::2], strict=True)
             placed.extend((i, start, end) for start, end in pairs)
         keys = [texts[i][start:end].lower() for i, start, end in placed]
         forms = self.folded.analyze(" ".join(keys))
         if len(forms) != len(keys):
             return {}  # a word that does not fold to one word (never seen)
-        kept: dict[int, list[tuple[int, int, str, str]]] = {i: [] for i in texts_words}
+        kept: dict[int, list[tuple[int, int, str, str]]] = {i: [] for i in wide}
         for (i, start, end), key, form in zip(placed, keys, forms, strict=True):
             if (
                 _wanted(form, prefixes)
@@ -262,7 +259,7 @@ class Highlighter:
                 kept[i].append((start, end, form, key))
         merged = {}
         for i, extra in kept.items():
-            starts, ends, ascii_words, _ = texts_words[i]
+            starts, ends, ascii_words, _ = wide[i]
             ordered = sorted([*zip(starts, ends, ascii_words, ascii_words, strict=True), *extra])
             merged[i] = (
                 [entry[0] for entry in ordered],

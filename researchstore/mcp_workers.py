@@ -590,21 +590,12 @@ class _WorkerCalls:  # pragma: no cover - runs in the workers
             self._lookups.submit(self._answer, call_id, principal, name, arguments, request_id)
         else:
             threads = self._searches if name in self.searches else self._others
-            threads.submit(
-                self._tracked, call_id, principal, name, arguments, request_id, threads.nice
-            )
+            threads.submit(self._tracked, call_id, principal, name, arguments, request_id)
 
     def _tracked(
-        self,
-        call_id: int,
-        principal: Principal,
-        name: str,
-        arguments: Any,
-        request_id: Any,
-        nice: int,
+        self, call_id: int, principal: Principal, name: str, arguments: Any, request_id: Any
     ) -> bool:
-        """``_answer``, seen by the keeper while it runs; whether its thread may go
-        on. ``nice``: the thread's own priority, given back after a long call."""
+        """``_answer``, seen by the keeper while it runs; whether its thread may go on."""
         turn = name in self.searches
         if turn:
             self._turns.acquire()
@@ -621,7 +612,9 @@ class _WorkerCalls:  # pragma: no cover - runs in the workers
                 self._turns.release()
         if running.lowered:
             try:
-                os.setpriority(os.PRIO_PROCESS, running.native_id, nice)
+                # Back to its own threads' priority (a search's, or the rest's).
+                own = self._searches if turn else self._others
+                os.setpriority(os.PRIO_PROCESS, running.native_id, own.nice)
             except OSError:
                 return False  # not allowed to raise it back: this thread ends
         return True
