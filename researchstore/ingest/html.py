@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from itertools import islice
+from typing import NamedTuple
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
@@ -61,7 +62,7 @@ MAX_BYTES = 20_000_000
 #: An ancestor of the densest element wins when it holds this much more text.
 _GROW = 1.5
 
-_DROP_SELECTOR = ",".join(DROP_TAGS)
+_DROP_OR_BREAK_SELECTOR = ",".join((*DROP_TAGS, "br"))
 _ATTRIBUTE_SELECTOR = (
     f":is([class],[id],[role],[aria-label],[aria-modal],[itemprop],[itemtype])"
     f":not({','.join(NEVER_BOILERPLATE)})"
@@ -90,11 +91,7 @@ _WIDEN_STEPS = 4
 #: Where a page declares its article, most specific first.
 #: With the share of the densest element's text each must hold: microdata
 #: names the article's body itself, <article> and <main> often a wider box.
-_DECLARED_CONTAINERS = (
-    ("[itemprop=articleBody]", 0.2),
-    ("article", 0.5),
-    ("main, [role=main]", 0.5),
-)
+_DECLARED_CONTAINERS = (("body", 0.2), ("article", 0.5), ("main", 0.5))
 #: A page whose chosen container shows no prose and less text than this is
 #: read a second time (a long one is a listing or a table, read as it is);
 #: the second choice of container is taken when it shows this much prose.
@@ -107,6 +104,7 @@ _ARTICLE_TEMPLATES = ", ".join(
     for kind in ("text/template", "text/x-template")
 )
 _SHADOW_ROOTS = "template[shadowrootmode], template[shadowroot]"
+_TEMPLATES = f"{_SHADOW_ROOTS}, {_ARTICLE_TEMPLATES}"
 _MAX_SHADOW_ROOTS = 200
 _MAX_TEMPLATES = 20
 #: Teaser cards (``_teaser_cards``): how many alike boxes make a group, how
@@ -117,6 +115,11 @@ _TEASER_CHARS = 800
 #: A page not declared a story is a listing when its teasers hold this many
 #: times the text of everything else.
 _LISTING_SHARE = 4
+#: Everything ``_read_metadata`` reads, found in one walk of the page.
+_METADATA_SELECTOR = (
+    "meta[content], [itemprop=datePublished][datetime], time[datetime], "
+    'script[type="application/ld+json"], title, h1'
+)
 _COMMAS = re.compile(r"[,、，،]")
 _TRAILING_BRACKETS = re.compile(r"\s*\[[^\[\]]{1,60}\]$")
 
@@ -202,10 +205,13 @@ def _collapse(text: str | None) -> str:
 def _read_metadata(tree: LexborHTMLParser, doc: ParsedDocument) -> bool:
     """Fill ``doc``'s title, description, language and date from the page's
     head; True when the page declares itself one story (``og:type`` article)."""
+    # One walk of the page finds every element read here (each CSS query is
+    # a walk of its own), sorted out by kind in document order.
+    found = _sorted_by_kind(tree.css(_METADATA_SELECTOR))
     metas: dict[str, str] = {}
     # Where each date-bearing key was read; keys of <meta> tags are "meta".
     date_sources = {"datepublished": "time", "time": "time", "ld:datepublished": "json-ld"}
-    for meta in tree.css("meta[content]"):
+    for meta in found["meta"]:
         attributes = meta.attributes
         content = _collapse(attributes.get("content"))
         if not content:
@@ -217,14 +223,14 @@ def _read_metadata(tree: LexborHTMLParser, doc: ParsedDocument) -> bool:
                     metas[key] = content
                     if key in date_sources:
                         date_sources[key] = "meta"
-    for node in tree.css("[itemprop=datePublished][datetime]"):
+    for node in found["published"]:
         metas.setdefault("datepublished", node.attributes.get("datetime") or "")
-    for node in tree.css("time[datetime]"):
+    for node in found["time"]:
         metas.setdefault("time", node.attributes.get("datetime") or "")
     # JSON-LD is parsed only when no <meta> says when the article appeared
     # (the one key read before it): parsing it is the costly part.
     if not iso_date(metas.get("article:published_time") or ""):
-        for node in tree.css('script[type="application/ld+json"]')[:20]:
+        for node in found["json-ld"][:20]:
             published = json_ld_date(node.text())
             if published:
                 metas.setdefault("ld:datepublished", published)
@@ -237,12 +243,15 @@ def _read_metadata(tree: LexborHTMLParser, doc: ParsedDocument) -> bool:
 
     # The title the publisher declares for the article in a <meta> comes
     # first (as in Readability; JSON-LD is script, never read for text); else
-    # <title>, without a site-name affix that the h1 gives away.
-    title_node = tree.css_first("head title") or tree.css_first("title")
+    # <title> (the head's, else the first), without a site-name affix that
+    # the h1 gives away.
+    titles = found["title"]
+    title_node = next((node for node in titles if _has_ancestor(node, ("head",))), None)
+    title_node = title_node or next(iter(titles), None)
     title = _collapse(title_node.text()) if title_node is not None else ""
     declared = next((metas[key] for key in TITLE_KEYS if metas.get(key)), "")
     site_name = metas.get("og:site_name") or ""
-    doc.title = declared or choose_title(title, "", _first_h1(tree), site_name) or None
+    doc.title = declared or choose_title(title, "", _first_h1(found["h1"]), site_name) or None
     doc.description = (
         metas.get("description")
         or metas.get("og:description")
@@ -254,6 +263,32 @@ def _read_metadata(tree: LexborHTMLParser, doc: ParsedDocument) -> bool:
             doc.date, doc.date_source = parsed, date_sources.get(key, "meta")
             break
     return (metas.get("og:type") or "").lower() == "article"
+
+
+def _sorted_by_kind(nodes: list[LexborNode]) -> dict[str, list[LexborNode]]:
+    """The matches of ``_METADATA_SELECTOR`` by the part of it each matched."""
+    kinds: dict[str, list[LexborNode]] = {
+        "meta": [], "published": [], "time": [], "json-ld": [], "title": [], "h1": []
+    }  # fmt: skip
+    for node in nodes:
+        tag = node.tag
+        if tag == "h1":
+            kinds["h1"].append(node)
+            continue
+        if tag == "title":
+            kinds["title"].append(node)
+            continue
+        attributes = node.attributes
+        if tag == "script" and (attributes.get("type") or "").lower() == "application/ld+json":
+            kinds["json-ld"].append(node)
+        elif tag == "meta" and "content" in attributes:
+            kinds["meta"].append(node)
+        if "datetime" in attributes:
+            if attributes.get("itemprop") == "datePublished":
+                kinds["published"].append(node)
+            if tag == "time":
+                kinds["time"].append(node)
+    return kinds
 
 
 def _read_byline_date(doc: ParsedDocument, blocks: list[Block]) -> None:
@@ -271,10 +306,10 @@ def _read_byline_date(doc: ParsedDocument, blocks: list[Block]) -> None:
             return
 
 
-def _first_h1(tree: LexborHTMLParser) -> str:
-    """The first ``h1`` of the article, else of the page."""
+def _first_h1(headings: list[LexborNode]) -> str:
+    """The first of the page's ``h1`` ``headings`` in the article, else the first."""
     first = ""
-    for h1 in tree.css("h1")[:10]:
+    for h1 in headings[:10]:
         text = _collapse(h1.text())
         if not text:
             continue
@@ -298,17 +333,24 @@ def _unpack_templates(tree: LexborHTMLParser, text: str) -> None:
       the page's own, only not parsed yet. Templates outside the declared
       article stay scripts.
 
-    A page whose ``text`` never says "template" is not searched.
+    A page whose ``text`` never says "template" is not searched; one that
+    does is searched once for both.
     """
-    if "template" not in text:  # one scan of the text before any CSS query
+    if "template" not in text:  # one scan of the text before any walk of the tree
         return
-    for root in tree.css(_SHADOW_ROOTS)[:_MAX_SHADOW_ROOTS]:
+    found = tree.css(_TEMPLATES)
+    roots = [node for node in found if node.tag == "template"]
+    for root in roots[:_MAX_SHADOW_ROOTS]:
         markup = root.html or ""
         # The template's own tags around its content (Lexbor keeps the content
         # apart from the tree: only the markup reaches it).
         markup = markup[markup.find(">") + 1 : markup.rfind("<")]
         _replace_with_markup(root, markup)
-    for script in tree.css(_ARTICLE_TEMPLATES)[:_MAX_TEMPLATES]:
+    # The markup of a shadow root may hold template scripts of its own.
+    templates = [node for node in found if node.tag == "script"]
+    if roots:
+        templates = tree.css(_ARTICLE_TEMPLATES)
+    for script in templates[:_MAX_TEMPLATES]:
         markup = script.text()
         if "<" in markup:  # markup, not a bare value ("{{ title }}")
             _replace_with_markup(script, markup)
@@ -338,6 +380,36 @@ def _has_ancestor(node: LexborNode, tags: tuple[str, ...]) -> bool:
     )
 
 
+class _Landmarks(NamedTuple):
+    """The elements a page declares its article with, each kind in document order."""
+
+    #: ``[itemprop=articleBody]``: microdata naming the article's body.
+    body: list[LexborNode]
+    article: list[LexborNode]
+    #: ``<main>`` or ``[role=main]``.
+    main: list[LexborNode]
+    #: ``body`` and ``main`` together.
+    declared: list[LexborNode]
+
+
+def _landmarks(tree: LexborHTMLParser) -> _Landmarks:
+    """The page's declared article elements, found in one walk of it."""
+    found = _Landmarks([], [], [], [])
+    for node in tree.css("main, [role=main], [itemprop=articleBody], article"):
+        attributes = node.attributes
+        body = attributes.get("itemprop") == "articleBody"
+        main = node.tag == "main" or attributes.get("role") == "main"
+        if body:
+            found.body.append(node)
+        if main:
+            found.main.append(node)
+        if body or main:
+            found.declared.append(node)
+        if node.tag == "article":
+            found.article.append(node)
+    return found
+
+
 def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool, names: bool = True) -> None:
     """Remove what is never the article; with ``aggressive``, likely chrome too
     (hidden, marked by ARIA or microdata, or by its id or class: with
@@ -345,18 +417,15 @@ def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool, names: bool =
     only outside the ``<main>`` the page declares)."""
     # An <aside> or <nav> around the article the page declares is a layout
     # box, not chrome: it stays (what else it holds is judged later).
-    declared = {
-        holder.mem_id
-        for node in tree.css("main, [role=main], [itemprop=articleBody]")[:20]
-        for holder in _ancestors(node)
-    }
-    for node in tree.css(_DROP_SELECTOR):
-        if node.mem_id not in declared:
+    landmarks = _landmarks(tree)
+    declared = {holder.mem_id for node in landmarks.declared[:20] for holder in _ancestors(node)}
+    for node in tree.css(_DROP_OR_BREAK_SELECTOR):
+        if node.tag == "br":
+            # Line breaks become a marker character, so that text read in one
+            # call (``node.text()``) still shows where the lines broke.
+            node.replace_with(BREAK)
+        elif node.mem_id not in declared:
             node.decompose()
-    # Line breaks become a marker character, so that text read in one call
-    # (``node.text()``) still shows where the lines broke.
-    for node in tree.css("br"):
-        node.replace_with(BREAK)
     if not aggressive:
         return
     body = tree.body or tree.root
@@ -369,8 +438,9 @@ def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool, names: bool =
     removed: set[int] = set()
     # Everything holding the <main> or the longest <article> (not one that
     # is a comment), found once, not per check.
-    mains = tree.css("main, [role=main]")[:20]
-    articles = tree.css("article")[:20]
+    # Those still in the page (a node removed has no parent).
+    mains = [node for node in landmarks.main if node.parent is not None][:20]
+    articles = [node for node in landmarks.article if node.parent is not None][:20]
     if mains:
         # The page's own article is the one in its <main>, where there is one.
         articles = [node for node in articles if _has_ancestor(node, ("main",))] or articles
@@ -442,11 +512,14 @@ def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool, names: bool =
         evidence = boilerplate_evidence(node.attributes)
         if evidence is not None and (names or evidence != "name" or beside_main(node)):
             remove_if_unprotected(node, evidence=evidence)
-    for node in tree.css("header")[:_MAX_ELEMENT_CHECKS]:
+    headers_and_forms = tree.css("header, form")
+    for node in [node for node in headers_and_forms if node.tag == "header"][:_MAX_ELEMENT_CHECKS]:
         # A page-wide <header> around the <main> is a layout wrapper.
         if not _has_ancestor(node, ("main", "article")) and (names or beside_main(node)):
             remove_if_unprotected(node, evidence="name")
-    for node in tree.css("form")[:_MAX_ELEMENT_CHECKS]:
+    forms = [node for node in headers_and_forms if node.tag == "form"]
+    # Those still in the page once the headers are judged.
+    for node in [node for node in forms if node.parent is not None][:_MAX_ELEMENT_CHECKS]:
         remove_if_unprotected(node)
 
 
@@ -513,17 +586,18 @@ def _main_container(
     if body is None:
         return None, None
     found = _densest(body, max_nodes, story=story)
+    landmarks = _landmarks(tree)
     if found is None:
         # No paragraph anywhere: the largest declared container, else all.
-        for selector in ("main, [role=main]", "article"):
-            sized = [(len(node.text()), node) for node in tree.css(selector)[:20]]
+        for nodes in (landmarks.main, landmarks.article):
+            sized = [(len(node.text()), node) for node in nodes[:20]]
             if sized:
                 return max(sized, key=lambda pair: pair[0])[1], None
         return body, None
     top, content = found
     best = content(top)
-    for selector, share in _DECLARED_CONTAINERS:
-        candidates = tree.css(selector)[:50]
+    for kind, share in _DECLARED_CONTAINERS:
+        candidates = getattr(landmarks, kind)[:50]
         if not candidates:
             continue
         chars, declared = max(
