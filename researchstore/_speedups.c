@@ -29,6 +29,12 @@
  * How many tokens the index's English analyzer, less its stemmer, yields for
  * an ASCII text: runs of letters and digits shorter than 40, lower-cased, not
  * one of ``stopwords``. None for any other text (Tantivy counts it).
+ *
+ *   name_evidence(names, rules) -> str, None or NotImplemented
+ *
+ * html_rules._name_evidence for an ASCII ``names`` (an element's class and
+ * id): which of ``rules``' words (a whole run of letters) or parts (anywhere)
+ * it holds. NotImplemented for any other text (Python reads it).
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -736,6 +742,138 @@ static PyObject *choose(PyObject *module, PyObject *args) {
     return result;
 }
 
+/* -- name_evidence: what an element's id and class say it is ------------------ */
+
+/* Whether the maximal run of ASCII letters data[start:end], lower-cased, is in
+   the set ``words`` (all lower-case letters). */
+static int run_in(PyObject *words, const char *lowered, Py_ssize_t start, Py_ssize_t end) {
+    PyObject *run = PyUnicode_FromStringAndSize(lowered + start, end - start);
+    if (run == NULL) {
+        return -1;
+    }
+    int found = PySet_Contains(words, run);
+    Py_DECREF(run);
+    return found;
+}
+
+/* 1 when a maximal letter run of ``lowered`` is in ``words`` or one of
+   ``parts`` (a tuple of ASCII strings) occurs in it; 0 when not; -1 on error. */
+static int word_or_part(const char *lowered, Py_ssize_t size, PyObject *words, PyObject *parts) {
+    Py_ssize_t at = 0;
+    while (at < size) {
+        while (at < size && !(lowered[at] >= 'a' && lowered[at] <= 'z')) {
+            at++;
+        }
+        Py_ssize_t start = at;
+        while (at < size && lowered[at] >= 'a' && lowered[at] <= 'z') {
+            at++;
+        }
+        if (at > start) {
+            int found = run_in(words, lowered, start, at);
+            if (found != 0) {
+                return found;
+            }
+        }
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(parts); i++) {
+        Py_ssize_t length;
+        const char *part = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(parts, i), &length);
+        if (part == NULL) {
+            return -1;
+        }
+        for (Py_ssize_t at = 0; length > 0 && at + length <= size; at++) {
+            if (lowered[at] == part[0] && memcmp(lowered + at, part, (size_t)length) == 0) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+static PyObject *name_evidence(PyObject *module, PyObject *args) {
+    PyObject *names, *any_words, *any_parts, *comment_words, *overlay_words, *overlay_parts,
+        *region_words, *region_parts, *camel_words, *camel_regions;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "U(O!O!O!O!O!O!O!O!O!):name_evidence", &names,
+                          &PyFrozenSet_Type, &any_words, &PyTuple_Type, &any_parts,
+                          &PyFrozenSet_Type, &comment_words, &PyFrozenSet_Type, &overlay_words,
+                          &PyTuple_Type, &overlay_parts, &PyFrozenSet_Type, &region_words,
+                          &PyTuple_Type, &region_parts, &PyFrozenSet_Type, &camel_words,
+                          &PyFrozenSet_Type, &camel_regions)) {
+        return NULL;
+    }
+    if (!PyUnicode_IS_ASCII(names)) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    const char *data = (const char *)PyUnicode_1BYTE_DATA(names);
+    Py_ssize_t size = PyUnicode_GET_LENGTH(names);
+    char small[256];
+    char *lowered = size <= (Py_ssize_t)sizeof small ? small : PyMem_Malloc((size_t)size);
+    if (lowered == NULL) {
+        return PyErr_NoMemory();
+    }
+    int upper = 0;
+    for (Py_ssize_t i = 0; i < size; i++) {
+        char c = data[i];
+        upper |= c >= 'A' && c <= 'Z';
+        lowered[i] = (c >= 'A' && c <= 'Z') ? (char)(c + 32) : c;
+    }
+    const char *answer = NULL;
+    int found = word_or_part(lowered, size, any_words, any_parts);
+    if (found > 0) {
+        PyObject *none = PyTuple_New(0);
+        found = none == NULL ? -1 : word_or_part(lowered, size, comment_words, none);
+        if (found == 0) {
+            found = word_or_part(lowered, size, overlay_words, overlay_parts);
+            if (found == 0) {
+                found = word_or_part(lowered, size, region_words, region_parts);
+                answer = found > 0 ? "region" : "name";
+            } else {
+                answer = "overlay";
+            }
+        } else {
+            answer = "comments";
+        }
+        Py_XDECREF(none);
+    } else if (found == 0 && upper) {
+        /* camelCase: pieces split at anything but a letter and where a capital
+           follows a small letter ("adBox": "ad", "box"). */
+        int region = 0, hit = 0;
+        Py_ssize_t start = 0;
+        for (Py_ssize_t at = 0; at <= size && found >= 0; at++) {
+            char c = at < size ? data[at] : '\0';
+            int letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+            int split = !letter || (at > start && c >= 'A' && c <= 'Z' && data[at - 1] >= 'a' &&
+                                    data[at - 1] <= 'z');
+            if (!split) {
+                continue;
+            }
+            if (at > start) {
+                found = run_in(camel_words, lowered, start, at);
+                if (found > 0) {
+                    hit = 1;
+                    found = run_in(camel_regions, lowered, start, at);
+                    region |= found > 0;
+                }
+            }
+            start = letter ? at : at + 1;
+        }
+        if (found >= 0 && hit) {
+            answer = region ? "region" : "name";
+        }
+    }
+    if (lowered != small) {
+        PyMem_Free(lowered);
+    }
+    if (found < 0) {
+        return NULL;
+    }
+    if (answer == NULL) {
+        Py_RETURN_NONE;
+    }
+    return PyUnicode_FromString(answer);
+}
+
 static PyMethodDef methods[] = {
     {"words", find_words, METH_VARARGS,
      "words(texts, prefixes, stopwords): for each text, (starts, ends, words, wide): its "
@@ -752,6 +890,9 @@ static PyMethodDef methods[] = {
     {"fragment", fragment, METH_VARARGS,
      "fragment(text, starts, ends, max_chars, words): fragments.fragment_html, the "
      "matches' words given."},
+    {"name_evidence", name_evidence, METH_VARARGS,
+     "name_evidence(names, rules): html_rules._name_evidence for an ASCII id and class "
+     "(``rules``: html_rules._NAME_RULES); NotImplemented for any other."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -9,6 +9,7 @@ answers are the same, only slower. Tests hold the two paths alike.
 from __future__ import annotations
 
 import importlib
+from types import NotImplementedType
 from typing import Protocol, cast
 
 __all__ = ["SPEEDUPS", "Speedups"]
@@ -48,6 +49,13 @@ class Speedups(Protocol):
     def count_tokens(self, text: str, stopwords: frozenset[str], /) -> int | None:
         """How many tokens the index's English analyzer, less its stemmer,
         yields for an ASCII ``text``; None for any other (``index.count_tokens``)."""
+        ...
+
+    def name_evidence(
+        self, names: str, rules: tuple[object, ...], /
+    ) -> str | None | NotImplementedType:
+        """``html_rules._read_names`` for an ASCII ``names`` under ``rules``
+        (``html_rules._NAME_RULES``); NotImplemented for any other."""
         ...
 
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import codecs
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from researchstore.ingest import html_rules
 from researchstore.ingest.html import parse_html
 from researchstore.ingest.html_rules import choose_title, is_boilerplate, is_hidden
 from researchstore.ingest.model import Block
@@ -550,3 +553,54 @@ def test_semantic_container_is_skipped_when_it_holds_little_text() -> None:
     )
     texts = [block.text for block in parse_html(_page(body)).blocks]
     assert "Real paragraph 5, long enough to carry the page." in texts
+
+
+# -- the C reading of class names ---------------------------------------------------
+
+#: Pieces of class names: every rule's words and parts, in any case, and what
+#: surrounds them in real names (separators, digits, camel case, other words).
+_NAME_PIECES = sorted(
+    {
+        *html_rules._BOILERPLATE_WORDS, *html_rules._BOILERPLATE_PARTS,
+        *html_rules._COMMENT_WORDS, *html_rules._OVERLAY_WORDS, *html_rules._OVERLAY_PARTS,
+        *html_rules._REGION_WORDS, *html_rules._REGION_PARTS, *html_rules._CAMEL_WORDS,
+        "entry", "content", "x", "box", "Box", "Main", "NAV", "Ad", "shadow", "menuitem",
+        "-", "_", " ", "3", "--", "é", "İ",
+    }
+)  # fmt: skip
+
+
+@pytest.mark.skipif(html_rules._speedups is None, reason="the C speedup is not built")
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(_NAME_PIECES)
+        | st.sampled_from(_NAME_PIECES).map(str.upper)
+        | st.sampled_from(_NAME_PIECES).map(str.capitalize)
+        | st.text("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_ ", max_size=4),
+        max_size=8,
+    ).map("".join)
+)
+def test_the_c_speedup_reads_class_names_as_python_does(names: str) -> None:
+    assert html_rules._name_evidence(names) == html_rules._read_names.__wrapped__(names)
+
+
+@pytest.mark.parametrize(
+    ("names", "evidence"),
+    [
+        ("adBox", "name"),
+        ("siteNav main", "region"),
+        ("comment-list", "comments"),
+        ("cookie-banner", "overlay"),
+        ("top3ad", "name"),
+        ("Navigation", "region"),
+        ("shadow menuitem", None),
+        ("CtxtMenu", None),
+        ("entry-content", None),
+        ("x" * 300 + " social-share", "name"),
+        ("sídebar", None),
+    ],
+)
+def test_class_names_are_read_alike_with_and_without_c(names: str, evidence: str | None) -> None:
+    assert html_rules._name_evidence(names) == evidence
+    assert html_rules._read_names.__wrapped__(names) == evidence

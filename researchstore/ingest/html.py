@@ -120,7 +120,8 @@ _METADATA_SELECTOR = (
     "meta[content], [itemprop=datePublished][datetime], time[datetime], "
     'script[type="application/ld+json"], title, h1'
 )
-_COMMAS = re.compile(r"[,、，،]")
+#: Commas in the scripts that write them (a paragraph's score counts them).
+_COMMAS = (",", "、", "，", "،")
 _TRAILING_BRACKETS = re.compile(r"\s*\[[^\[\]]{1,60}\]$")
 
 
@@ -200,6 +201,12 @@ def parse_html(
 
 def _collapse(text: str | None) -> str:
     return " ".join((text or "").split())
+
+
+def _collapsed_length(parts: list[str]) -> int:
+    """``len(_collapse(" ".join(parts)))``, without making the string."""
+    words = " ".join(parts).split()
+    return sum(map(len, words)) + len(words) - 1 if words else 0
 
 
 def _read_metadata(tree: LexborHTMLParser, doc: ParsedDocument) -> bool:
@@ -687,11 +694,12 @@ def _densest(
     own: dict[int, int] = {}  # a paragraph's own text outside links
     for paragraph, plain, links in paragraphs.values():
         text = _collapse(" ".join(plain))
-        link_chars = len(_collapse(" ".join(links)))
+        link_chars = _collapsed_length(links) if links else 0
         length = len(text) + link_chars
         if length < 25:
             continue
-        score = (1 + len(_COMMAS.findall(text)) + min(length // 100, 3)) * len(text) / length
+        commas = sum(map(text.count, _COMMAS))
+        score = (1 + commas + min(length // 100, 3)) * len(text) / length
         own[paragraph.mem_id] = len(text)
         parent = paragraph.parent
         if parent is None:
@@ -721,9 +729,10 @@ def _densest(
         return chars.get(node.mem_id, 0) + own.get(node.mem_id, 0)
 
     # Discount link lists (ads, "more stories") by their link density.
+    link_density = _LinkDensity()
     ranked = sorted(scores.values(), key=lambda pair: pair[0], reverse=True)[:10]
     ranked = sorted(
-        ((score * (1 - _link_density(node)), node) for score, node in ranked),
+        ((score * (1 - link_density(node)), node) for score, node in ranked),
         key=lambda pair: pair[0],
         reverse=True,
     )[:5]
@@ -755,7 +764,7 @@ def _densest(
             added > 0 and beside >= PROSE_CHARS and 2 * beside >= added
         ):
             density_checks += 1
-            if _link_density(ancestor) < 0.3:
+            if link_density(ancestor) < 0.3:
                 top = ancestor
     # A wrapper with nothing else in it is the same container.
     for ancestor in list(_ancestors(top)):
@@ -817,12 +826,36 @@ def _link_chars(node: LexborNode) -> int:
     return sum(len(_collapse(link.text())) for link in node.css("a[href]"))
 
 
-def _link_density(node: LexborNode) -> float:
-    total = len(node.text())
-    if not total:
-        return 1.0
-    linked = sum(len(link.text()) for link in node.css("a[href]"))
-    return min(linked / total, 1.0)
+class _LinkDensity:
+    """The share of an element's text inside links (``a[href]``).
+
+    The elements asked about are often nested (a container, its parent...):
+    each link's text is read once for all of them, and each element's share
+    once. The tree must not change between calls.
+    """
+
+    def __init__(self) -> None:
+        self._links: dict[int, int] = {}
+        self._shares: dict[int, float] = {}
+
+    def __call__(self, node: LexborNode) -> float:
+        share = self._shares.get(node.mem_id)
+        if share is None:
+            share = self._shares[node.mem_id] = self._share(node)
+        return share
+
+    def _share(self, node: LexborNode) -> float:
+        total = len(node.text())
+        if not total:
+            return 1.0
+        links = self._links
+        linked = 0
+        for link in node.css("a[href]"):
+            length = links.get(link.mem_id)
+            if length is None:
+                length = links[link.mem_id] = len(link.text())
+            linked += length
+        return min(linked / total, 1.0)
 
 
 # -- walking -------------------------------------------------------------------

@@ -15,10 +15,14 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from collections.abc import Sequence
 from datetime import date
 from email.utils import parsedate_to_datetime
 from functools import lru_cache
 from itertools import accumulate
+from types import NotImplementedType
+
+from researchstore.speedups import SPEEDUPS
 
 __all__ = [
     "BREAK",
@@ -34,6 +38,8 @@ __all__ = [
     "limit_markup",
     "visible_date",
 ]
+
+_speedups = SPEEDUPS
 
 #: Elements nested deeper than this are flattened before parsing.
 MAX_DEPTH = 512
@@ -104,29 +110,49 @@ _BOILERPLATE_PARTS = (
     "adsbygoogle sharethis socialshare social-share sharebuttons share-buttons skiplink "
     "skip-link"
 ).split()
-# A word is bounded by anything but a letter ("nav-main", "ad_box", "top3ad").
-_NAME_HIT = re.compile(
-    r"(?<![a-z])(?:"
-    + "|".join(sorted(map(re.escape, _BOILERPLATE_WORDS), key=len, reverse=True))
-    + r")(?![a-z])|"
-    + "|".join(map(re.escape, _BOILERPLATE_PARTS))
-)
-_COMMENT_HIT = re.compile(r"(?<![a-z])(?:comments?|disqus)(?![a-z])")
+# Comments by readers: prose that is not the article.
+_COMMENT_WORDS = ("comment", "comments", "disqus")
 # The regions of a page's layout that never hold its article (a sidebar,
-# the footer, navigation), unlike a component's name ("widget", "share").
-# Whole words, then the parts that give a region away inside a longer word.
-_REGION_HIT = re.compile(
-    r"(?<![a-z])(?:navs?|menus?|submenu|footer|masthead|breadcrumbs?|crumbs|pagination|"
-    r"pager|toolbar|skip)(?![a-z])|sidebar|navbar|navigation|breadcrumb|skiplink|skip-link"
-)
+# the footer, navigation), unlike a component's name ("widget", "share"):
+# whole words, then the parts that give a region away inside a longer word.
+_REGION_WORDS = (
+    "nav navs menu menus submenu footer masthead breadcrumb breadcrumbs crumbs pagination "
+    "pager toolbar skip"
+).split()
+_REGION_PARTS = ("sidebar", "navbar", "navigation", "breadcrumb", "skiplink", "skip-link")
 # What floats over the page or asks the reader for something (consent, an
 # address, a sign-in): never a layout box around the article.
-_OVERLAY_HIT = re.compile(
-    r"(?<![a-z])(?:gdpr|subscribe|popup|modal|dialog)(?![a-z])|cookie|consent|newsletter"
-)
+_OVERLAY_WORDS = ("gdpr", "subscribe", "popup", "modal", "dialog")
+_OVERLAY_PARTS = ("cookie", "consent", "newsletter")
+
+
+def _words_or_parts(words: Sequence[str], parts: Sequence[str] = ()) -> re.Pattern[str]:
+    """A whole word of ``words`` (bounded by anything but a letter: "nav-main",
+    "ad_box", "top3ad"), or any of ``parts`` anywhere."""
+    longest_first = sorted(map(re.escape, words), key=len, reverse=True)
+    return re.compile(
+        r"(?<![a-z])(?:"
+        + "|".join(longest_first)
+        + r")(?![a-z])"
+        + "".join("|" + re.escape(part) for part in parts)
+    )
+
+
+_NAME_HIT = _words_or_parts(_BOILERPLATE_WORDS, _BOILERPLATE_PARTS)
+_COMMENT_HIT = _words_or_parts(_COMMENT_WORDS)
+_REGION_HIT = _words_or_parts(_REGION_WORDS, _REGION_PARTS)
+_OVERLAY_HIT = _words_or_parts(_OVERLAY_WORDS, _OVERLAY_PARTS)
 _CAMEL = frozenset(_CAMEL_WORDS)
 _CAMEL_REGIONS = frozenset("nav navbar sidebar footer breadcrumb breadcrumbs".split())
 _CAMEL_SPLIT = re.compile(r"[^A-Za-z]+|(?<=[a-z])(?=[A-Z])")
+#: The same rules for ``_speedups.name_evidence``, in the order it reads them.
+_NAME_RULES = (
+    frozenset(_BOILERPLATE_WORDS), tuple(_BOILERPLATE_PARTS),
+    frozenset(_COMMENT_WORDS),
+    frozenset(_OVERLAY_WORDS), _OVERLAY_PARTS,
+    frozenset(_REGION_WORDS), _REGION_PARTS,
+    _CAMEL, _CAMEL_REGIONS,
+)  # fmt: skip
 _BOILERPLATE_LABEL = re.compile(
     r"breadcrumb|navigation|menu|share|social|cookie|advert|sidebar", re.IGNORECASE
 )
@@ -286,10 +312,19 @@ def boilerplate_evidence(attributes: dict[str, str | None]) -> str | None:
     return _name_evidence(f"{attributes.get('class') or ''} {attributes.get('id') or ''}")
 
 
+def _name_evidence(names: str) -> str | None:
+    """How an element's ``names`` (its class and id) mark it as chrome, if they do."""
+    if _speedups is not None:
+        found = _speedups.name_evidence(names, _NAME_RULES)
+        if not isinstance(found, NotImplementedType):
+            return found
+    return _read_names(names)
+
+
 # Pages repeat their class names (every item of a menu, every card): each
 # distinct one is read once.
 @lru_cache(maxsize=8192)
-def _name_evidence(names: str) -> str | None:
+def _read_names(names: str) -> str | None:
     lowered = names.lower()
     # One regular expression in C for every word and part.
     if _NAME_HIT.search(lowered):
