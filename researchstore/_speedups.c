@@ -35,6 +35,10 @@
  * html_rules._name_evidence for an ASCII ``names`` (an element's class and
  * id): which of ``rules``' words (a whole run of letters) or parts (anywhere)
  * it holds. NotImplemented for any other text (Python reads it).
+ *
+ *   markup_depth(text, flat) -> int
+ *
+ * html_rules.limit_markup's bound on how deeply a page's tags nest.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -874,6 +878,77 @@ static PyObject *name_evidence(PyObject *module, PyObject *args) {
     return PyUnicode_FromString(answer);
 }
 
+/* -- markup_depth: how deep a page's tags may nest ------------------------------ */
+
+/* html_rules.limit_markup's bound: the most tags open at once, counting a
+   start tag +1 and an end tag -1, save the ``flat`` ones (each ASCII, in lower
+   case; a tag name written in lower or in upper case matches). A tag is "<",
+   an optional "/", an ASCII letter, then anything but whitespace, "/" or ">". */
+static PyObject *markup_depth(PyObject *module, PyObject *args) {
+    PyObject *text, *flat;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "UO!:markup_depth", &text, &PyTuple_Type, &flat)) {
+        return NULL;
+    }
+    /* The flat names by length (at most 15 letters). */
+    const char *names[64];
+    Py_ssize_t lengths[64], count = PyTuple_GET_SIZE(flat);
+    if (count > 64) {
+        PyErr_SetString(PyExc_ValueError, "at most 64 flat tag names");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        names[i] = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(flat, i), &lengths[i]);
+        if (names[i] == NULL) {
+            return NULL;
+        }
+    }
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text), depth = 0, deepest = 0;
+    for (Py_ssize_t at = 0; at < size; at++) {
+        if (PyUnicode_READ(kind, data, at) != '<') {
+            continue;
+        }
+        Py_ssize_t start = at + 1;
+        int closing = start < size && PyUnicode_READ(kind, data, start) == '/';
+        Py_ssize_t first = start + closing;
+        Py_UCS4 c = first < size ? PyUnicode_READ(kind, data, first) : 0;
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))) {
+            continue;
+        }
+        Py_ssize_t end = first + 1;
+        while (end < size) {
+            c = PyUnicode_READ(kind, data, end);
+            if (c == '/' || c == '>' || Py_UNICODE_ISSPACE(c)) {
+                break;
+            }
+            end++;
+        }
+        /* The name, lower-cased, when it is ASCII and in one case. */
+        char lowered[16];
+        Py_ssize_t length = end - first;
+        int small = 0, capital = 0, ascii = length <= (Py_ssize_t)sizeof lowered;
+        for (Py_ssize_t i = 0; ascii && i < length; i++) {
+            Py_UCS4 letter = PyUnicode_READ(kind, data, first + i);
+            ascii = letter < 128;
+            small |= letter >= 'a' && letter <= 'z';
+            capital |= letter >= 'A' && letter <= 'Z';
+            lowered[i] = (char)((letter >= 'A' && letter <= 'Z') ? letter + 32 : letter);
+        }
+        int is_flat = 0;
+        for (Py_ssize_t i = 0; ascii && !(small && capital) && i < count && !is_flat; i++) {
+            is_flat = lengths[i] == length && memcmp(names[i], lowered, (size_t)length) == 0;
+        }
+        if (!is_flat) {
+            depth += closing ? -1 : 1;
+            deepest = depth > deepest ? depth : deepest;
+        }
+        at = end - 1;
+    }
+    return PyLong_FromSsize_t(deepest);
+}
+
 static PyMethodDef methods[] = {
     {"words", find_words, METH_VARARGS,
      "words(texts, prefixes, stopwords): for each text, (starts, ends, words, wide): its "
@@ -893,6 +968,9 @@ static PyMethodDef methods[] = {
     {"name_evidence", name_evidence, METH_VARARGS,
      "name_evidence(names, rules): html_rules._name_evidence for an ASCII id and class "
      "(``rules``: html_rules._NAME_RULES); NotImplemented for any other."},
+    {"markup_depth", markup_depth, METH_VARARGS,
+     "markup_depth(text, flat): the most tags open at once in ``text``, the ``flat`` ones "
+     "(lower-case ASCII names, in a tuple) not counted (html_rules.limit_markup)."},
     {NULL, NULL, 0, NULL},
 };
 

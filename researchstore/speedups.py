@@ -58,6 +58,11 @@ class Speedups(Protocol):
         (``html_rules._NAME_RULES``); NotImplemented for any other."""
         ...
 
+    def markup_depth(self, text: str, flat: tuple[str, ...], /) -> int:
+        """The most tags open at once in ``text``, those named in ``flat`` (in
+        lower or upper case) not counted (``html_rules._markup_depth``)."""
+        ...
+
 
 def _load() -> Speedups | None:
     """The built extension, held to ``Speedups`` (the one statement of its types)."""

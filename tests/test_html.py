@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+from itertools import accumulate
 
 import pytest
 from hypothesis import given, settings
@@ -604,3 +605,18 @@ def test_the_c_speedup_reads_class_names_as_python_does(names: str) -> None:
 def test_class_names_are_read_alike_with_and_without_c(names: str, evidence: str | None) -> None:
     assert html_rules._name_evidence(names) == evidence
     assert html_rules._read_names.__wrapped__(names) == evidence
+
+
+_MARKUP_PIECES = [
+    "<div", "</div>", "<DIV>", "<Div>", "<br>", "<BR/>", "<Br>", "</p>", "<P", "<li>", "</LI>",
+    "<colgroup", "</COLGROUP>", "<optgroup>", "<x-widget a=1>", "< x", "<1", "</", "<", ">",
+    "<a\u00a0b>", "<a\u3000", "<é>", "<span/>", "<h1>", "</h1>", " ", "x", "/", "\n",
+]  # fmt: skip
+
+
+@pytest.mark.skipif(html_rules._speedups is None, reason="the C speedup is not built")
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(_MARKUP_PIECES), max_size=60).map("".join))
+def test_the_c_speedup_bounds_nesting_as_python_does(text: str) -> None:
+    steps = map(html_rules._DEPTH_STEPS.__getitem__, html_rules._TAG_NAME.findall(text))
+    assert html_rules._markup_depth(text) == max(accumulate(steps, initial=0))

@@ -149,8 +149,8 @@ def parse_html(
     story = _read_metadata(tree, doc)
     _unpack_templates(tree, text)
     walker = _Walker(max_nodes)
-    _drop_boilerplate(tree, aggressive=True)
-    container, article_end = _main_container(tree, max_nodes, story=story)
+    landmarks = _drop_boilerplate(tree, aggressive=True)
+    container, article_end = _main_container(tree, max_nodes, landmarks, story=story)
     walker.walk(container, stop_after=article_end)
     if not walker.blocks and not walker.limited:
         # Cleaning can remove a whole page whose wrapper has an unlucky class
@@ -174,8 +174,8 @@ def parse_html(
         # beside a declared <main> every name does), and keep what reads as text.
         tree = LexborHTMLParser(text, scripting=True)
         _unpack_templates(tree, text)
-        _drop_boilerplate(tree, aggressive=True, names=False)
-        container, article_end = _main_container(tree, max_nodes, story=story)
+        landmarks = _drop_boilerplate(tree, aggressive=True, names=False)
+        container, article_end = _main_container(tree, max_nodes, landmarks, story=story)
         second = _Walker(max_nodes)
         second.walk(container, stop_after=article_end)
         blocks = trim_edges(second.blocks, second.link_shares)
@@ -398,6 +398,10 @@ class _Landmarks(NamedTuple):
     #: ``body`` and ``main`` together.
     declared: list[LexborNode]
 
+    def left(self) -> _Landmarks:
+        """Those still in the page (an element removed from it has no parent)."""
+        return _Landmarks(*([node for node in nodes if node.parent is not None] for nodes in self))
+
 
 def _landmarks(tree: LexborHTMLParser) -> _Landmarks:
     """The page's declared article elements, found in one walk of it."""
@@ -417,11 +421,14 @@ def _landmarks(tree: LexborHTMLParser) -> _Landmarks:
     return found
 
 
-def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool, names: bool = True) -> None:
+def _drop_boilerplate(
+    tree: LexborHTMLParser, *, aggressive: bool, names: bool = True
+) -> _Landmarks:
     """Remove what is never the article; with ``aggressive``, likely chrome too
     (hidden, marked by ARIA or microdata, or by its id or class: with
     ``names`` everywhere; without, a component's name such as "widget"
-    only outside the ``<main>`` the page declares)."""
+    only outside the ``<main>`` the page declares). Returns the page's
+    landmarks as they were before (``_Landmarks.left`` gives those left)."""
     # An <aside> or <nav> around the article the page declares is a layout
     # box, not chrome: it stays (what else it holds is judged later).
     landmarks = _landmarks(tree)
@@ -434,10 +441,10 @@ def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool, names: bool =
         elif node.mem_id not in declared:
             node.decompose()
     if not aggressive:
-        return
+        return landmarks
     body = tree.body or tree.root
     if body is None:
-        return
+        return landmarks
     body_chars = len(body.text())
     # Checks cost about the size of the element checked: a budget in
     # characters keeps many small ones cheap and bounds a few huge ones.
@@ -445,9 +452,8 @@ def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool, names: bool =
     removed: set[int] = set()
     # Everything holding the <main> or the longest <article> (not one that
     # is a comment), found once, not per check.
-    # Those still in the page (a node removed has no parent).
-    mains = [node for node in landmarks.main if node.parent is not None][:20]
-    articles = [node for node in landmarks.article if node.parent is not None][:20]
+    left = landmarks.left()
+    mains, articles = left.main[:20], left.article[:20]
     if mains:
         # The page's own article is the one in its <main>, where there is one.
         articles = [node for node in articles if _has_ancestor(node, ("main",))] or articles
@@ -528,6 +534,7 @@ def _drop_boilerplate(tree: LexborHTMLParser, *, aggressive: bool, names: bool =
     # Those still in the page once the headers are judged.
     for node in [node for node in forms if node.parent is not None][:_MAX_ELEMENT_CHECKS]:
         remove_if_unprotected(node)
+    return landmarks
 
 
 def _kind(node: LexborNode) -> tuple[str, str] | None:
@@ -575,7 +582,7 @@ def _prose_chars(node: LexborNode) -> int:
 
 
 def _main_container(
-    tree: LexborHTMLParser, max_nodes: int, *, story: bool = False
+    tree: LexborHTMLParser, max_nodes: int, landmarks: _Landmarks, *, story: bool = False
 ) -> tuple[LexborNode | None, LexborNode | None]:
     """Pick the element holding the article's text, and where the article ends.
 
@@ -593,7 +600,7 @@ def _main_container(
     if body is None:
         return None, None
     found = _densest(body, max_nodes, story=story)
-    landmarks = _landmarks(tree)
+    landmarks = landmarks.left()
     if found is None:
         # No paragraph anywhere: the largest declared container, else all.
         for nodes in (landmarks.main, landmarks.article):
@@ -826,6 +833,17 @@ def _link_chars(node: LexborNode) -> int:
     return sum(len(_collapse(link.text())) for link in node.css("a[href]"))
 
 
+def _phrase_link_chars(node: LexborNode) -> int:
+    """``_link_chars`` of an element of phrasing content (a paragraph's few
+    elements): walked in Python, cheaper there than a CSS query, which
+    parses its selector on every call."""
+    total = 0
+    for element in node.traverse():
+        if element.tag == "a" and "href" in element.attributes:
+            total += len(_collapse(element.text()))
+    return total
+
+
 class _LinkDensity:
     """The share of an element's text inside links (``a[href]``).
 
@@ -950,7 +968,7 @@ class _Walker:
                     # A line under a picture (its credit, a label) is not the
                     # article's text; a caption that reads as prose is.
                     continue
-                self._emit(text, "paragraph", _link_chars(node))
+                self._emit(text, "paragraph", _phrase_link_chars(node))
             elif tag in HEADINGS:
                 self._heading(node, HEADINGS[tag])
             elif tag in LISTS or tag == "li":

@@ -53,14 +53,13 @@ _TAG_NAME = re.compile(r"<(/?[A-Za-z][^\s/>]*)")
 _TAG_SPAN = re.compile(r"<(/?)([A-Za-z][^\s/>]*)[^>]*?(/?)>")
 # Elements that do not deepen the tree: void ones, and those the parser
 # closes when a sibling starts (<p>, <li>, <td>...).
+_FLAT_NAMES = tuple(
+    "area base br col embed hr img input link meta param source track wbr keygen "
+    "p li dt dd option optgroup tr td th thead tbody tfoot colgroup caption rb rt rp rtc "
+    "html head body".split()
+)
 _FLAT_TAGS = frozenset(
-    tag
-    for name in (
-        "area base br col embed hr img input link meta param source track wbr keygen "
-        "p li dt dd option optgroup tr td th thead tbody tfoot colgroup caption rb rt rp rtc "
-        "html head body"
-    ).split()
-    for tag in (name, name.upper(), f"/{name}", f"/{name.upper()}")
+    tag for name in _FLAT_NAMES for tag in (name, name.upper(), f"/{name}", f"/{name.upper()}")
 )
 
 
@@ -220,10 +219,17 @@ def limit_markup(text: str, *, max_nodes: int, notes: list[str]) -> tuple[str, b
     # A quick upper bound of the depth (elements that never nest, such as
     # void ones, <p>, <li> and <td>, do not count); only past MAX_DEPTH does
     # the exact, slower pass run.
-    steps = map(_DEPTH_STEPS.__getitem__, _TAG_NAME.findall(text))
-    if max(accumulate(steps, initial=0)) <= MAX_DEPTH:
+    if _markup_depth(text) <= MAX_DEPTH:
         return text, cut_short
     return _flatten(text, notes), cut_short
+
+
+def _markup_depth(text: str) -> int:
+    """The most tags open at once in ``text`` (those in ``_FLAT_TAGS`` not counted)."""
+    if _speedups is not None:
+        return _speedups.markup_depth(text, _FLAT_NAMES)
+    steps = map(_DEPTH_STEPS.__getitem__, _TAG_NAME.findall(text))
+    return max(accumulate(steps, initial=0))
 
 
 def _flatten(text: str, notes: list[str]) -> str:
