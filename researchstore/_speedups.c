@@ -748,21 +748,73 @@ static PyObject *choose(PyObject *module, PyObject *args) {
 
 /* -- name_evidence: what an element's id and class say it is ------------------ */
 
-/* Whether the maximal run of ASCII letters data[start:end], lower-cased, is in
-   the set ``words`` (all lower-case letters). */
-static int run_in(PyObject *words, const char *lowered, Py_ssize_t start, Py_ssize_t end) {
-    PyObject *run = PyUnicode_FromStringAndSize(lowered + start, end - start);
-    if (run == NULL) {
+/* ``rules``' word sets and part tuples as C strings, read once and kept
+   (with a reference to ``rules``, which holds the strings). */
+#define RULE_SETS 9
+#define RULE_WORDS 128
+typedef struct {
+    const char *text[RULE_WORDS];
+    Py_ssize_t length[RULE_WORDS];
+    Py_ssize_t count;
+} Words;
+static PyObject *rules_read = NULL;
+static Words rule_words[RULE_SETS];
+
+static int read_rules(PyObject *rules) {
+    if (rules == rules_read) {
+        return 0;
+    }
+    if (PyTuple_GET_SIZE(rules) != RULE_SETS) {
+        PyErr_SetString(PyExc_ValueError, "name_evidence: rules of another shape");
         return -1;
     }
-    int found = PySet_Contains(words, run);
-    Py_DECREF(run);
-    return found;
+    for (Py_ssize_t i = 0; i < RULE_SETS; i++) {
+        PyObject *iterator = PyObject_GetIter(PyTuple_GET_ITEM(rules, i)), *item;
+        if (iterator == NULL) {
+            return -1;
+        }
+        Words *words = &rule_words[i];
+        words->count = 0;
+        while ((item = PyIter_Next(iterator)) != NULL) {
+            /* The item stays alive in ``rules``, held below. */
+            const char *text = PyUnicode_Check(item) && PyUnicode_IS_ASCII(item)
+                                   ? PyUnicode_AsUTF8AndSize(item, &words->length[words->count])
+                                   : NULL;
+            Py_DECREF(item);
+            if (text == NULL || words->count == RULE_WORDS) {
+                Py_DECREF(iterator);
+                rules_read = NULL;
+                if (!PyErr_Occurred()) {
+                    PyErr_SetString(PyExc_ValueError, "name_evidence: a rule not of ASCII words");
+                }
+                return -1;
+            }
+            words->text[words->count++] = text;
+        }
+        Py_DECREF(iterator);
+        if (PyErr_Occurred()) {
+            rules_read = NULL;
+            return -1;
+        }
+    }
+    Py_INCREF(rules);
+    Py_XSETREF(rules_read, rules);
+    return 0;
 }
 
-/* 1 when a maximal letter run of ``lowered`` is in ``words`` or one of
-   ``parts`` (a tuple of ASCII strings) occurs in it; 0 when not; -1 on error. */
-static int word_or_part(const char *lowered, Py_ssize_t size, PyObject *words, PyObject *parts) {
+static int in_words(const Words *words, const char *text, Py_ssize_t length) {
+    for (Py_ssize_t i = 0; i < words->count; i++) {
+        if (words->length[i] == length && memcmp(words->text[i], text, (size_t)length) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Whether a maximal run of the letters a-z in ``lowered`` is one of ``words``,
+   or one of ``parts`` occurs anywhere in it. */
+static int word_or_part(const char *lowered, Py_ssize_t size, const Words *words,
+                        const Words *parts) {
     Py_ssize_t at = 0;
     while (at < size) {
         while (at < size && !(lowered[at] >= 'a' && lowered[at] <= 'z')) {
@@ -772,19 +824,13 @@ static int word_or_part(const char *lowered, Py_ssize_t size, PyObject *words, P
         while (at < size && lowered[at] >= 'a' && lowered[at] <= 'z') {
             at++;
         }
-        if (at > start) {
-            int found = run_in(words, lowered, start, at);
-            if (found != 0) {
-                return found;
-            }
+        if (at > start && in_words(words, lowered + start, at - start)) {
+            return 1;
         }
     }
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(parts); i++) {
-        Py_ssize_t length;
-        const char *part = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(parts, i), &length);
-        if (part == NULL) {
-            return -1;
-        }
+    for (Py_ssize_t i = 0; parts != NULL && i < parts->count; i++) {
+        Py_ssize_t length = parts->length[i];
+        const char *part = parts->text[i];
         for (Py_ssize_t at = 0; length > 0 && at + length <= size; at++) {
             if (lowered[at] == part[0] && memcmp(lowered + at, part, (size_t)length) == 0) {
                 return 1;
@@ -795,20 +841,20 @@ static int word_or_part(const char *lowered, Py_ssize_t size, PyObject *words, P
 }
 
 static PyObject *name_evidence(PyObject *module, PyObject *args) {
-    PyObject *names, *any_words, *any_parts, *comment_words, *overlay_words, *overlay_parts,
-        *region_words, *region_parts, *camel_words, *camel_regions;
+    PyObject *names, *rules;
     (void)module;
-    if (!PyArg_ParseTuple(args, "U(O!O!O!O!O!O!O!O!O!):name_evidence", &names,
-                          &PyFrozenSet_Type, &any_words, &PyTuple_Type, &any_parts,
-                          &PyFrozenSet_Type, &comment_words, &PyFrozenSet_Type, &overlay_words,
-                          &PyTuple_Type, &overlay_parts, &PyFrozenSet_Type, &region_words,
-                          &PyTuple_Type, &region_parts, &PyFrozenSet_Type, &camel_words,
-                          &PyFrozenSet_Type, &camel_regions)) {
+    if (!PyArg_ParseTuple(args, "UO!:name_evidence", &names, &PyTuple_Type, &rules)) {
+        return NULL;
+    }
+    if (read_rules(rules) < 0) {
         return NULL;
     }
     if (!PyUnicode_IS_ASCII(names)) {
         Py_RETURN_NOTIMPLEMENTED;
     }
+    /* rules: any words, any parts, comment words, overlay words, overlay parts,
+       region words, region parts, camel words, camel regions. */
+    const Words *rule = rule_words;
     const char *data = (const char *)PyUnicode_1BYTE_DATA(names);
     Py_ssize_t size = PyUnicode_GET_LENGTH(names);
     char small[256];
@@ -823,28 +869,20 @@ static PyObject *name_evidence(PyObject *module, PyObject *args) {
         lowered[i] = (c >= 'A' && c <= 'Z') ? (char)(c + 32) : c;
     }
     const char *answer = NULL;
-    int found = word_or_part(lowered, size, any_words, any_parts);
-    if (found > 0) {
-        PyObject *none = PyTuple_New(0);
-        found = none == NULL ? -1 : word_or_part(lowered, size, comment_words, none);
-        if (found == 0) {
-            found = word_or_part(lowered, size, overlay_words, overlay_parts);
-            if (found == 0) {
-                found = word_or_part(lowered, size, region_words, region_parts);
-                answer = found > 0 ? "region" : "name";
-            } else {
-                answer = "overlay";
-            }
-        } else {
+    if (word_or_part(lowered, size, &rule[0], &rule[1])) {
+        if (word_or_part(lowered, size, &rule[2], NULL)) {
             answer = "comments";
+        } else if (word_or_part(lowered, size, &rule[3], &rule[4])) {
+            answer = "overlay";
+        } else {
+            answer = word_or_part(lowered, size, &rule[5], &rule[6]) ? "region" : "name";
         }
-        Py_XDECREF(none);
-    } else if (found == 0 && upper) {
+    } else if (upper) {
         /* camelCase: pieces split at anything but a letter and where a capital
            follows a small letter ("adBox": "ad", "box"). */
         int region = 0, hit = 0;
         Py_ssize_t start = 0;
-        for (Py_ssize_t at = 0; at <= size && found >= 0; at++) {
+        for (Py_ssize_t at = 0; at <= size; at++) {
             char c = at < size ? data[at] : '\0';
             int letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
             int split = !letter || (at > start && c >= 'A' && c <= 'Z' && data[at - 1] >= 'a' &&
@@ -852,30 +890,23 @@ static PyObject *name_evidence(PyObject *module, PyObject *args) {
             if (!split) {
                 continue;
             }
-            if (at > start) {
-                found = run_in(camel_words, lowered, start, at);
-                if (found > 0) {
-                    hit = 1;
-                    found = run_in(camel_regions, lowered, start, at);
-                    region |= found > 0;
-                }
+            if (at > start && in_words(&rule[7], lowered + start, at - start)) {
+                hit = 1;
+                region |= in_words(&rule[8], lowered + start, at - start);
             }
             start = letter ? at : at + 1;
         }
-        if (found >= 0 && hit) {
+        if (hit) {
             answer = region ? "region" : "name";
         }
     }
     if (lowered != small) {
         PyMem_Free(lowered);
     }
-    if (found < 0) {
-        return NULL;
-    }
     if (answer == NULL) {
         Py_RETURN_NONE;
     }
-    return PyUnicode_FromString(answer);
+    return PyUnicode_InternFromString(answer);
 }
 
 /* -- markup_depth: how deep a page's tags may nest ------------------------------ */

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 import researchstore.highlight as highlight_module
 from researchstore.highlight import _speedups
 from researchstore.index import HIGHLIGHTER, MARK, analyze, index_terms
+from researchstore.speedups import Speedups
 
 highlight = HIGHLIGHTER.highlight
 highlights = HIGHLIGHTER.highlights
@@ -260,3 +261,12 @@ def test_the_c_speedup_is_built_where_asked() -> None:
     if not os.environ.get("RESEARCHSTORE_REQUIRE_SPEEDUPS"):
         pytest.skip("the C step is optional here (RESEARCHSTORE_REQUIRE_SPEEDUPS is not set)")
     assert _speedups is not None, "researchstore/_speedups.c was not built: no C compiler?"
+
+
+@pytest.mark.skipif(_speedups is None, reason="the C speedup is not built")
+def test_the_built_c_speedup_offers_every_function_its_contract_names() -> None:
+    """A build that failed leaves an older module in place (the step is
+    optional): one without a function added since is caught here."""
+    named = {name for name in vars(Speedups) if not name.startswith("_")}
+    assert named, "speedups.Speedups names no function"
+    assert sorted(name for name in named if not callable(getattr(_speedups, name, None))) == []

@@ -737,12 +737,16 @@ def _densest(
 
     # Discount link lists (ads, "more stories") by their link density.
     link_density = _LinkDensity()
-    ranked = sorted(scores.values(), key=lambda pair: pair[0], reverse=True)[:10]
-    ranked = sorted(
-        ((score * (1 - link_density(node)), node) for score, node in ranked),
-        key=lambda pair: pair[0],
-        reverse=True,
-    )[:5]
+    # The five best after the discount, of the ten best before it: once the
+    # next one's score before it is below the fifth best after it, neither
+    # it nor any after it can be among them (a discount never raises a
+    # score), and their links are not counted.
+    discounted: list[tuple[float, LexborNode]] = []
+    for score, node in sorted(scores.values(), key=lambda pair: pair[0], reverse=True)[:10]:
+        if len(discounted) >= 5 and score < sorted(pair[0] for pair in discounted)[-5]:
+            break
+        discounted.append((score * (1 - link_density(node)), node))
+    ranked = sorted(discounted, key=lambda pair: pair[0], reverse=True)[:5]
     top_score, top = ranked[0]
     # Several near-best candidates under one ancestor: the text is split
     # into sections (steps, chapters), and the ancestor holds them all.
