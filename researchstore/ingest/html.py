@@ -62,7 +62,10 @@ MAX_BYTES = 20_000_000
 #: An ancestor of the densest element wins when it holds this much more text.
 _GROW = 1.5
 
-_DROP_OR_BREAK_SELECTOR = ",".join((*DROP_TAGS, "br"))
+#: Elements removed with what they hold (a line break becomes a marker).
+_DROP_OR_BREAK = frozenset((*DROP_TAGS, "br"))
+#: Elements the steps read by their tag (``_Elements``).
+_READ_TAGS = frozenset(("meta", "time", "script", "title", "h1", "template", "header", "form"))
 _ATTRIBUTE_SELECTOR = (
     f":is([class],[id],[role],[aria-label],[aria-modal],[itemprop],[itemtype])"
     f":not({','.join(NEVER_BOILERPLATE)})"
@@ -98,13 +101,7 @@ _DECLARED_CONTAINERS = (("body", 0.2), ("article", 0.5), ("main", 0.5))
 _FALLBACK_BELOW = 5000
 _FALLBACK_PROSE = 2 * PROSE_CHARS
 #: Template scripts inside the declared article, read as markup (at most so many).
-_ARTICLE_TEMPLATES = ", ".join(
-    f'{scope} script[type="{kind}" i]'
-    for scope in ("[itemprop=articleBody]", "article", "main")
-    for kind in ("text/template", "text/x-template")
-)
-_SHADOW_ROOTS = "template[shadowrootmode], template[shadowroot]"
-_TEMPLATES = f"{_SHADOW_ROOTS}, {_ARTICLE_TEMPLATES}"
+_TEMPLATE_TYPES = ("text/template", "text/x-template")
 _MAX_SHADOW_ROOTS = 200
 _MAX_TEMPLATES = 20
 #: Teaser cards (``_teaser_cards``): how many alike boxes make a group, how
@@ -115,11 +112,6 @@ _TEASER_CHARS = 800
 #: A page not declared a story is a listing when its teasers hold this many
 #: times the text of everything else.
 _LISTING_SHARE = 4
-#: Everything ``_read_metadata`` reads, found in one walk of the page.
-_METADATA_SELECTOR = (
-    "meta[content], [itemprop=datePublished][datetime], time[datetime], "
-    'script[type="application/ld+json"], title, h1'
-)
 #: Commas in the scripts that write them (a paragraph's score counts them).
 _COMMAS = (",", "、", "，", "،")
 _TRAILING_BRACKETS = re.compile(r"\s*\[[^\[\]]{1,60}\]$")
@@ -146,18 +138,19 @@ def parse_html(
     text, cut_at_node_limit = limit_markup(text, max_nodes=max_nodes, notes=doc.skipped)
 
     tree = LexborHTMLParser(text, scripting=True)
-    story = _read_metadata(tree, doc)
-    _unpack_templates(tree, text)
+    elements = _Elements(tree)
+    story = _read_metadata(tree, doc, elements)
+    elements = _unpack_templates(tree, text, elements)
     walker = _Walker(max_nodes)
-    landmarks = _drop_boilerplate(tree, aggressive=True)
+    landmarks = _drop_boilerplate(tree, elements, aggressive=True)
     container, article_end = _main_container(tree, max_nodes, landmarks, story=story)
     walker.walk(container, stop_after=article_end)
     if not walker.blocks and not walker.limited:
         # Cleaning can remove a whole page whose wrapper has an unlucky class
         # name; read it again with only the certain junk removed.
         tree = LexborHTMLParser(text, scripting=True)
-        _unpack_templates(tree, text)
-        _drop_boilerplate(tree, aggressive=False)
+        elements = _unpack_templates(tree, text, _Elements(tree))
+        _drop_boilerplate(tree, elements, aggressive=False)
         walker = _Walker(max_nodes)
         walker.walk(tree.body or tree.root)
     doc.blocks = trim_edges(walker.blocks, walker.link_shares)
@@ -173,8 +166,8 @@ def parse_html(
         # (a layout region's name, "sidebar" or "footer", still counts, and
         # beside a declared <main> every name does), and keep what reads as text.
         tree = LexborHTMLParser(text, scripting=True)
-        _unpack_templates(tree, text)
-        landmarks = _drop_boilerplate(tree, aggressive=True, names=False)
+        elements = _unpack_templates(tree, text, _Elements(tree))
+        landmarks = _drop_boilerplate(tree, elements, aggressive=True, names=False)
         container, article_end = _main_container(tree, max_nodes, landmarks, story=story)
         second = _Walker(max_nodes)
         second.walk(container, stop_after=article_end)
@@ -209,12 +202,10 @@ def _collapsed_length(parts: list[str]) -> int:
     return sum(map(len, words)) + len(words) - 1 if words else 0
 
 
-def _read_metadata(tree: LexborHTMLParser, doc: ParsedDocument) -> bool:
+def _read_metadata(tree: LexborHTMLParser, doc: ParsedDocument, elements: _Elements) -> bool:
     """Fill ``doc``'s title, description, language and date from the page's
     head; True when the page declares itself one story (``og:type`` article)."""
-    # One walk of the page finds every element read here (each CSS query is
-    # a walk of its own), sorted out by kind in document order.
-    found = _sorted_by_kind(tree.css(_METADATA_SELECTOR))
+    found = _metadata_elements(tree, elements)
     metas: dict[str, str] = {}
     # Where each date-bearing key was read; keys of <meta> tags are "meta".
     date_sources = {"datepublished": "time", "time": "time", "ld:datepublished": "json-ld"}
@@ -272,30 +263,21 @@ def _read_metadata(tree: LexborHTMLParser, doc: ParsedDocument) -> bool:
     return (metas.get("og:type") or "").lower() == "article"
 
 
-def _sorted_by_kind(nodes: list[LexborNode]) -> dict[str, list[LexborNode]]:
-    """The matches of ``_METADATA_SELECTOR`` by the part of it each matched."""
-    kinds: dict[str, list[LexborNode]] = {
-        "meta": [], "published": [], "time": [], "json-ld": [], "title": [], "h1": []
-    }  # fmt: skip
-    for node in nodes:
-        tag = node.tag
-        if tag == "h1":
-            kinds["h1"].append(node)
-            continue
-        if tag == "title":
-            kinds["title"].append(node)
-            continue
-        attributes = node.attributes
-        if tag == "script" and (attributes.get("type") or "").lower() == "application/ld+json":
-            kinds["json-ld"].append(node)
-        elif tag == "meta" and "content" in attributes:
-            kinds["meta"].append(node)
-        if "datetime" in attributes:
-            if attributes.get("itemprop") == "datePublished":
-                kinds["published"].append(node)
-            if tag == "time":
-                kinds["time"].append(node)
-    return kinds
+def _metadata_elements(tree: LexborHTMLParser, elements: _Elements) -> dict[str, list[LexborNode]]:
+    """The elements ``_read_metadata`` reads, by kind, each in document order."""
+    return {
+        "meta": [node for node in elements.tagged("meta") if "content" in node.attributes],
+        # Any element may carry it: the one kind found by its attributes.
+        "published": tree.css("[itemprop=datePublished][datetime]"),
+        "time": [node for node in elements.tagged("time") if "datetime" in node.attributes],
+        "json-ld": [
+            node
+            for node in elements.tagged("script")
+            if (node.attributes.get("type") or "").lower() == "application/ld+json"
+        ],
+        "title": elements.tagged("title"),
+        "h1": elements.tagged("h1"),
+    }
 
 
 def _read_byline_date(doc: ParsedDocument, blocks: list[Block]) -> None:
@@ -329,7 +311,7 @@ def _first_h1(headings: list[LexborNode]) -> str:
 # -- cleaning ------------------------------------------------------------------
 
 
-def _unpack_templates(tree: LexborHTMLParser, text: str) -> None:
+def _unpack_templates(tree: LexborHTMLParser, text: str, elements: _Elements) -> _Elements:
     """Read the markup a page renders from templates as the page's markup.
 
     - A declarative shadow root (``<template shadowrootmode="open">``) is
@@ -340,35 +322,56 @@ def _unpack_templates(tree: LexborHTMLParser, text: str) -> None:
       the page's own, only not parsed yet. Templates outside the declared
       article stay scripts.
 
-    A page whose ``text`` never says "template" is not searched; one that
-    does is searched once for both.
+    A page whose ``text`` never says "template" is not searched. Returns the
+    page's ``elements``, found again where markup was unpacked.
     """
-    if "template" not in text:  # one scan of the text before any walk of the tree
-        return
-    found = tree.css(_TEMPLATES)
-    roots = [node for node in found if node.tag == "template"]
+    if "template" not in text:  # one scan of the text before any look at the tree
+        return elements
+    unpacked = False
+    roots = [node for node in elements.tagged("template") if _is_shadow_root(node)]
     for root in roots[:_MAX_SHADOW_ROOTS]:
         markup = root.html or ""
         # The template's own tags around its content (Lexbor keeps the content
         # apart from the tree: only the markup reaches it).
         markup = markup[markup.find(">") + 1 : markup.rfind("<")]
-        _replace_with_markup(root, markup)
+        unpacked |= _replace_with_markup(root, markup)
     # The markup of a shadow root may hold template scripts of its own.
-    templates = [node for node in found if node.tag == "script"]
-    if roots:
-        templates = tree.css(_ARTICLE_TEMPLATES)
+    scripts = (_Elements(tree) if unpacked else elements).tagged("script")
+    templates = [node for node in scripts if _is_article_template(node)]
     for script in templates[:_MAX_TEMPLATES]:
         markup = script.text()
         if "<" in markup:  # markup, not a bare value ("{{ title }}")
-            _replace_with_markup(script, markup)
+            unpacked |= _replace_with_markup(script, markup)
+    return _Elements(tree) if unpacked else elements
 
 
-def _replace_with_markup(node: LexborNode, markup: str) -> None:
+def _is_shadow_root(template: LexborNode) -> bool:
+    """Whether a ``<template>`` is a declarative shadow root."""
+    attributes = template.attributes
+    return "shadowrootmode" in attributes or "shadowroot" in attributes
+
+
+def _is_article_template(script: LexborNode) -> bool:
+    """Whether a ``<script>`` is a template inside the article the page declares."""
+    if (script.attributes.get("type") or "").lower() not in _TEMPLATE_TYPES:
+        return False
+    parent = script.parent
+    while parent is not None:
+        if parent.tag in ("article", "main") or parent.attributes.get("itemprop") == "articleBody":
+            return True
+        parent = parent.parent
+    return False
+
+
+def _replace_with_markup(node: LexborNode, markup: str) -> bool:
+    """Put the elements of ``markup`` in ``node``'s place; whether there were any."""
     if not markup.strip():
-        return
+        return False
     holder = LexborHTMLParser(f"<div>{markup}</div>", scripting=True).css_first("body > div")
-    if holder is not None:
-        node.replace_with(holder)
+    if holder is None:
+        return False
+    node.replace_with(holder)
+    return True
 
 
 def _ancestors(node: LexborNode) -> Iterator[LexborNode]:
@@ -385,6 +388,34 @@ def _has_ancestor(node: LexborNode, tags: tuple[str, ...]) -> bool:
     return any(
         parent.tag in tags or parent.attributes.get("role") == "main" for parent in _ancestors(node)
     )
+
+
+class _Elements:
+    """A page's elements of the tags its steps ask for, in one walk of it.
+
+    A CSS query walks the whole page and parses its selector on every call;
+    these are found by tag, all at once, in document order: ``dropped``, those
+    removed with what they hold (and line breaks), and ``tagged(tag)`` the
+    ones of ``_READ_TAGS``.
+    """
+
+    __slots__ = ("_by_tag", "dropped")
+
+    def __init__(self, tree: LexborHTMLParser) -> None:
+        self._by_tag: dict[str, list[LexborNode]] = {}
+        self.dropped: list[LexborNode] = []
+        root = tree.root
+        if root is None:
+            return
+        for node in root.traverse():
+            tag = node.tag
+            if tag in _DROP_OR_BREAK:
+                self.dropped.append(node)
+            if tag in _READ_TAGS:
+                self._by_tag.setdefault(tag, []).append(node)
+
+    def tagged(self, tag: str) -> list[LexborNode]:
+        return self._by_tag.get(tag, [])
 
 
 class _Landmarks(NamedTuple):
@@ -422,7 +453,7 @@ def _landmarks(tree: LexborHTMLParser) -> _Landmarks:
 
 
 def _drop_boilerplate(
-    tree: LexborHTMLParser, *, aggressive: bool, names: bool = True
+    tree: LexborHTMLParser, elements: _Elements, *, aggressive: bool, names: bool = True
 ) -> _Landmarks:
     """Remove what is never the article; with ``aggressive``, likely chrome too
     (hidden, marked by ARIA or microdata, or by its id or class: with
@@ -433,7 +464,7 @@ def _drop_boilerplate(
     # box, not chrome: it stays (what else it holds is judged later).
     landmarks = _landmarks(tree)
     declared = {holder.mem_id for node in landmarks.declared[:20] for holder in _ancestors(node)}
-    for node in tree.css(_DROP_OR_BREAK_SELECTOR):
+    for node in elements.dropped:
         if node.tag == "br":
             # Line breaks become a marker character, so that text read in one
             # call (``node.text()``) still shows where the lines broke.
@@ -525,14 +556,15 @@ def _drop_boilerplate(
         evidence = boilerplate_evidence(node.attributes)
         if evidence is not None and (names or evidence != "name" or beside_main(node)):
             remove_if_unprotected(node, evidence=evidence)
-    headers_and_forms = tree.css("header, form")
-    for node in [node for node in headers_and_forms if node.tag == "header"][:_MAX_ELEMENT_CHECKS]:
+    # Those still in the page (an element removed has no parent), the
+    # headers first, then the forms left once the headers are judged.
+    headers = [node for node in elements.tagged("header") if node.parent is not None]
+    for node in headers[:_MAX_ELEMENT_CHECKS]:
         # A page-wide <header> around the <main> is a layout wrapper.
         if not _has_ancestor(node, ("main", "article")) and (names or beside_main(node)):
             remove_if_unprotected(node, evidence="name")
-    forms = [node for node in headers_and_forms if node.tag == "form"]
-    # Those still in the page once the headers are judged.
-    for node in [node for node in forms if node.parent is not None][:_MAX_ELEMENT_CHECKS]:
+    forms = [node for node in elements.tagged("form") if node.parent is not None]
+    for node in forms[:_MAX_ELEMENT_CHECKS]:
         remove_if_unprotected(node)
     return landmarks
 
