@@ -73,10 +73,12 @@ _SEND_BUFFER_BYTES = 1 << 20
 
 
 def default_workers() -> int:
-    """One worker per core, and one more for the lookups' lane (``WorkerPool._pick``);
-    none on a one-core machine, where they would only add work."""
+    """One worker per core, the lookups' lane among them (``WorkerPool._pick``), so
+    that searches never hold every core: the server process, the lane and the
+    clients on the same machine keep one; none on a one-core machine, where
+    workers would only add work."""
     cores = os.cpu_count() or 1
-    return cores + 1 if cores > 1 else 0
+    return cores if cores > 1 else 0
 
 
 class NoWorker(Exception):

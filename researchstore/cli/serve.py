@@ -103,7 +103,7 @@ REQUESTS_PER_KEY = 256
     default=None,
     metavar="N",
     help="Over HTTP, worker processes answering the read tools' calls, so that calls "
-    "use every core [default: one per core and one for lookups, none on one core]; "
+    "use every core [default: one per core, none on one core]; "
     "0 answers every "
     "call in the server process.",
 )
