@@ -306,7 +306,9 @@ class WorkerPool:
 
         A worker with a long call in flight gets no other while one without
         does: that call computes for as long as it runs (at a lower CPU
-        priority), and calls beside it would wait for its interpreter lock.
+        priority), and calls beside it would wait for its interpreter lock;
+        but when the only worker free is the lane, searches go to those with
+        a long call, so that lookups never wait behind a search.
         Of the others, the first worker is the lookups' lane: lookups take
         well under a millisecond, and there they never wait behind a search
         holding the interpreter lock. Searches go to the rest (to the lane too
@@ -327,6 +329,12 @@ class WorkerPool:
         if name in LOOKUPS and (not rest or len(lane.pending) < LANE_DEPTH):
             return lane
         if not rest:
+            # The lane is the one worker free: a search goes to the least busy
+            # of those with a long call (its thread outranks that call's),
+            # rather than hold the lane's interpreter lock from the lookups.
+            held = [worker for worker in live if worker not in free]
+            if held and name not in LOOKUPS:
+                return min(held, key=lambda worker: len(worker.pending))
             return lane
         least = min(rest, key=lambda worker: len(worker.pending))
         if name in LOOKUPS:

@@ -403,7 +403,9 @@ def test_a_worker_with_a_long_call_gets_no_other(pool: WorkerPool) -> None:
         assert pool._pick(name) is not second
     _in_flight(lane, 1, sent_s_ago=5.0)
     assert pool._pick("research_get_chunk") is third  # the lane is the next one free
-    assert pool._pick("research_chunk_search") is third
+    # Searches keep out of the one lane left: to the least busy long call's worker.
+    _in_flight(second, 1, sent_s_ago=5.0)
+    assert pool._pick("research_chunk_search") is lane
     _in_flight(third, 1, sent_s_ago=5.0)
     assert pool._pick("research_get_chunk") is lane  # none free: all share again
     lane.alive = second.alive = third.alive = False
