@@ -32,7 +32,7 @@
  *
  *   name_evidence(names, rules) -> str, None or NotImplemented
  *
- * html_rules._name_evidence for an ASCII ``names`` (an element's class and
+ * html_rules._read_names for an ASCII ``names`` (an element's class and
  * id): which of ``rules``' words (a whole run of letters) or parts (anywhere)
  * it holds. NotImplemented for any other text (Python reads it).
  *
@@ -768,6 +768,7 @@ static int read_rules(PyObject *rules) {
         PyErr_SetString(PyExc_ValueError, "name_evidence: rules of another shape");
         return -1;
     }
+    Py_CLEAR(rules_read); /* rule_words are rewritten: they match no rules until done */
     for (Py_ssize_t i = 0; i < RULE_SETS; i++) {
         PyObject *iterator = PyObject_GetIter(PyTuple_GET_ITEM(rules, i)), *item;
         if (iterator == NULL) {
@@ -777,15 +778,16 @@ static int read_rules(PyObject *rules) {
         words->count = 0;
         while ((item = PyIter_Next(iterator)) != NULL) {
             /* The item stays alive in ``rules``, held below. */
-            const char *text = PyUnicode_Check(item) && PyUnicode_IS_ASCII(item)
+            const char *text = words->count < RULE_WORDS && PyUnicode_Check(item) &&
+                                       PyUnicode_IS_ASCII(item)
                                    ? PyUnicode_AsUTF8AndSize(item, &words->length[words->count])
                                    : NULL;
             Py_DECREF(item);
-            if (text == NULL || words->count == RULE_WORDS) {
+            if (text == NULL) {
                 Py_DECREF(iterator);
-                rules_read = NULL;
                 if (!PyErr_Occurred()) {
-                    PyErr_SetString(PyExc_ValueError, "name_evidence: a rule not of ASCII words");
+                    PyErr_SetString(PyExc_ValueError,
+                                    "name_evidence: a rule not of at most 128 ASCII words");
                 }
                 return -1;
             }
@@ -793,12 +795,11 @@ static int read_rules(PyObject *rules) {
         }
         Py_DECREF(iterator);
         if (PyErr_Occurred()) {
-            rules_read = NULL;
             return -1;
         }
     }
     Py_INCREF(rules);
-    Py_XSETREF(rules_read, rules);
+    rules_read = rules;
     return 0;
 }
 
@@ -997,7 +998,7 @@ static PyMethodDef methods[] = {
      "fragment(text, starts, ends, max_chars, words): fragments.fragment_html, the "
      "matches' words given."},
     {"name_evidence", name_evidence, METH_VARARGS,
-     "name_evidence(names, rules): html_rules._name_evidence for an ASCII id and class "
+     "name_evidence(names, rules): html_rules._read_names for an ASCII id and class "
      "(``rules``: html_rules._NAME_RULES); NotImplemented for any other."},
     {"markup_depth", markup_depth, METH_VARARGS,
      "markup_depth(text, flat): the most tags open at once in ``text``, the ``flat`` ones "

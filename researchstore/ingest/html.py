@@ -335,9 +335,11 @@ def _unpack_templates(tree: LexborHTMLParser, text: str, elements: _Elements) ->
         # apart from the tree: only the markup reaches it).
         markup = markup[markup.find(">") + 1 : markup.rfind("<")]
         unpacked |= _replace_with_markup(root, markup)
-    # The markup of a shadow root may hold template scripts of its own.
-    scripts = (_Elements(tree) if unpacked else elements).tagged("script")
-    templates = [node for node in scripts if _is_article_template(node)]
+    if unpacked:
+        # The markup of a shadow root may hold template scripts of its own.
+        elements = _Elements(tree)
+    unpacked = False
+    templates = [node for node in elements.tagged("script") if _is_article_template(node)]
     for script in templates[:_MAX_TEMPLATES]:
         markup = script.text()
         if "<" in markup:  # markup, not a bare value ("{{ title }}")
