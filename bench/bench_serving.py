@@ -389,7 +389,7 @@ def first_answer_of_a_copy(db: Path, workdir: Path) -> dict[str, Any]:
     results = measure(db, queries, workdir)
     for how, found in results.items():
         print(
-            f"copied .db, {how:9}: first answer {found['seconds']:7.2f} s; "
+            f"copied .db, {how:16}: first answer {found['seconds']:7.2f} s; "
             f"same results as the original: {found['same_results']}"
         )
     ratio = results["rebuilt"]["seconds"] / results["unpacked"]["seconds"]
