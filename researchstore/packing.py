@@ -71,8 +71,11 @@ def pack(
     return written
 
 
-def unpack(conn: sqlite3.Connection, index_name: str, folder: Path) -> int:
-    """Write the packed files of ``index_name`` into ``folder`` (which exists); the bytes."""
+def unpack(conn: sqlite3.Connection, index_name: str, folder: Path, *, durable: bool = True) -> int:
+    """Write the packed files of ``index_name`` into ``folder`` (which exists); the bytes.
+
+    ``durable``: wait until each file is on disk.
+    """
     written = 0
     handle: BinaryIO | None = None
     current = None
@@ -83,14 +86,14 @@ def unpack(conn: sqlite3.Connection, index_name: str, folder: Path) -> int:
         ):
             if handle is None or name != current:
                 if handle is not None:
-                    _close(handle)
+                    _close(handle, durable)
                 handle = open(folder / name, "wb")
                 current = name
             handle.write(data)
             written += len(data)
     finally:
         if handle is not None:
-            _close(handle)
+            _close(handle, durable)
     return written
 
 
@@ -103,7 +106,8 @@ def forget(conn: sqlite3.Connection, index_name: str) -> None:
     )
 
 
-def _close(handle: BinaryIO) -> None:
+def _close(handle: BinaryIO, durable: bool) -> None:
     handle.flush()
-    os.fsync(handle.fileno())
+    if durable:
+        os.fsync(handle.fileno())
     handle.close()

@@ -17,6 +17,10 @@ call that meets a damaged index has it repaired at once (``recover``). Opening
 never needs to write: with another writer at work, or the disk full, the
 pending work waits for the next writer.
 
+An index written back from the copy the store file keeps (``packing.py``) is
+not waited for on disk: its sidecar names the boot it was written in
+(``unflushed_boot``), and after a restart it is written back again.
+
 An index beside a store file that is missing or empty belongs to the store
 that file was: it is left alone and the store refuses to open.
 
@@ -55,6 +59,8 @@ if TYPE_CHECKING:
     from researchstore.store import Store
 
 SIDECAR = "researchstore-index.json"
+#: Where Linux names the current boot.
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 REBUILD_BATCH = 5_000
 
 IndexT = TypeVar("IndexT", bound=DerivedIndex)
@@ -83,8 +89,32 @@ def read_sidecar(folder: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def write_sidecar(folder: Path, *, store_uuid: str, schema_version: int, applied_seq: int) -> None:
-    data = {"store_uuid": store_uuid, "index_schema": schema_version, "applied_seq": applied_seq}
+def boot_id() -> str | None:
+    """The name of the machine's current boot (Linux), new after every restart;
+    None where it cannot be read."""
+    try:
+        return BOOT_ID.read_text().strip() or None
+    except OSError:
+        return None
+
+
+def write_sidecar(
+    folder: Path,
+    *,
+    store_uuid: str,
+    schema_version: int,
+    applied_seq: int,
+    unflushed_boot: str | None = None,
+) -> None:
+    """Record what ``folder`` holds; ``unflushed_boot``: the boot in which files
+    of it were written without waiting for the disk (``IndexSync._unpack``)."""
+    data: dict[str, Any] = {
+        "store_uuid": store_uuid,
+        "index_schema": schema_version,
+        "applied_seq": applied_seq,
+    }
+    if unflushed_boot is not None:
+        data["unflushed_boot"] = unflushed_boot
     temporary = folder / (SIDECAR + ".tmp")
     with open(temporary, "w") as handle:
         json.dump(data, handle)
@@ -282,6 +312,9 @@ class IndexSync:
             return "built for another store"
         if sidecar.get("index_schema") != kind.schema_version:
             return "older index schema"
+        unflushed = sidecar.get("unflushed_boot")
+        if unflushed is not None and unflushed != boot_id():
+            return "written back before the machine restarted, and perhaps never on disk"
         with self._store.reading() as conn:
             applied = int(read_meta(conn, _applied_key(kind)) or 0)
             issued = last_pending_seq(conn)
@@ -337,13 +370,20 @@ class IndexSync:
         try:
             with self._index_errors(folder):
                 temporary.mkdir(parents=True)
+                # Not waiting for the disk: it can take seconds, most of a
+                # copy's first answer when the copy itself is still being
+                # written back. Files lost with the page cache are lost
+                # only with a restart, and the sidecar names this boot: after
+                # one, the files are written back again (``problem``).
+                boot = boot_id()
                 with store.reading() as conn:
-                    packing.unpack(conn, kind.name, temporary)
+                    packing.unpack(conn, kind.name, temporary, durable=boot is None)
                 write_sidecar(
                     temporary,
                     store_uuid=store.store_uuid,
                     schema_version=kind.schema_version,
                     applied_seq=int(seq),
+                    unflushed_boot=boot,
                 )
                 kind.open(temporary)  # a damaged copy is rebuilt instead
         except IndexDamaged:
@@ -704,11 +744,14 @@ class IndexSync:
             for kind in kinds:
                 index = self._open[kind.name]
                 index.commit()
+                folder = self.folder(kind)
                 write_sidecar(
-                    self.folder(kind),
+                    folder,
                     store_uuid=store.store_uuid,
                     schema_version=kind.schema_version,
                     applied_seq=applied_seq,
+                    # The files written back unflushed are still there.
+                    unflushed_boot=(read_sidecar(folder) or {}).get("unflushed_boot"),
                 )
         with store.transaction() as conn:
             for kind in kinds:

@@ -161,3 +161,97 @@ def test_dropping_vectors_drops_their_copy(tmp_path: Path, hashing: HashingEmbed
             ).fetchone()[0]
             keys = conn.execute("SELECT key FROM meta WHERE key LIKE 'vectors%'").fetchall()
         assert left == 0 and keys == []
+
+
+@pytest.fixture
+def boot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The machine's boot id, as a file a test can change (a restart)."""
+    from researchstore import sync
+
+    path = tmp_path / "boot_id"
+    path.write_text("boot-1\n")
+    monkeypatch.setattr(sync, "BOOT_ID", path)
+    return path
+
+
+def _fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the index files waited for on disk from now on."""
+    import os
+
+    from researchstore.sync import SIDECAR
+
+    names: list[str] = []
+    real = os.fsync
+
+    def counted(fd: int) -> None:
+        name = Path(os.readlink(f"/proc/self/fd/{fd}")).name
+        if not name.startswith(SIDECAR) and "." in name:
+            names.append(name)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", counted)
+    return names
+
+
+def test_a_copy_is_written_back_without_waiting_for_the_disk_and_again_after_a_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, boot: Path
+) -> None:
+    """Waiting for the disk is most of a large copy's first answer; what the page
+    cache holds is lost only with a restart, after which the files are written
+    back again, and the answers are the same."""
+    from researchstore.sync import SIDECAR, read_sidecar
+
+    db = tmp_path / "a" / "r.db"
+    source = _source(tmp_path / "source", count=2)
+    with Store(db, progress=False) as store:
+        store.ingest(source, name="s")
+        expected = _answers(store, limit=20)
+    copy = _copy_alone(db, tmp_path / "sandbox")
+    _no_rebuild(monkeypatch)
+    fsyncs = _fsyncs(monkeypatch)
+    with Store(copy, progress=False) as store:
+        assert _answers(store, limit=20) == expected
+        assert store.sync.repairs == []
+        folder = store.index_path
+        assert fsyncs == []
+        assert read_sidecar(folder)["unflushed_boot"] == "boot-1"  # type: ignore[index]
+    # The same boot: the files are as written (the page cache holds them).
+    with Store(copy, progress=False) as store:
+        assert _answers(store, limit=20) == expected
+        assert store.sync.repairs == []
+    # A restart: they may never have reached the disk. Damage them as a lost
+    # page cache would, and see them written back again.
+    boot.write_text("boot-2\n")
+    for file in folder.iterdir():
+        if file.name != SIDECAR and file.suffix in {".idx", ".term", ".store"}:
+            file.write_bytes(b"\0" * file.stat().st_size)
+    with Store(copy, progress=False) as store:
+        assert store.sync.repairs == [
+            "index restored from the store file (written back before the machine "
+            "restarted, and perhaps never on disk)"
+        ]
+        assert _answers(store, limit=20) == expected
+        assert read_sidecar(folder)["unflushed_boot"] == "boot-2"  # type: ignore[index]
+        # A commit keeps the mark: the files written back are still there.
+        _source(tmp_path / "source", count=3)
+        store.ingest(source, name="s")
+        assert read_sidecar(folder)["unflushed_boot"] == "boot-2"  # type: ignore[index]
+        assert store.check()["consistent"]
+
+
+def test_where_no_boot_can_be_named_a_copy_is_written_back_to_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from researchstore import sync
+
+    monkeypatch.setattr(sync, "BOOT_ID", tmp_path / "no-such-file")
+    db = tmp_path / "a" / "r.db"
+    with Store(db, progress=False) as store:
+        store.ingest(_source(tmp_path / "source", count=2), name="s")
+        expected = _answers(store, limit=20)
+    copy = _copy_alone(db, tmp_path / "sandbox")
+    fsyncs = _fsyncs(monkeypatch)
+    with Store(copy, progress=False) as store:
+        assert _answers(store, limit=20) == expected
+        assert {path.name for path in store.index_path.glob("*.idx")} <= set(fsyncs)
+        assert "unflushed_boot" not in (sync.read_sidecar(store.index_path) or {})
