@@ -382,18 +382,13 @@ def first_answer_of_a_copy(db: Path, workdir: Path) -> dict[str, Any]:
     """Copy the ``.db`` alone into a fresh folder; time its first search against a
     rebuild in the same run (``bench_copy.py``, each in a fresh process)."""
     from bench_copy import first_answer_of_a_copy as measure
+    from bench_copy import print_first_answers
 
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
         texts = [row[0] for row in conn.execute("SELECT text FROM chunks LIMIT 20")]
     queries = [" ".join(text.split()[10:13]) for text in texts]
     results = measure(db, queries, workdir)
-    for how, found in results.items():
-        print(
-            f"copied .db, {how:16}: first answer {found['seconds']:7.2f} s; "
-            f"same results as the original: {found['same_results']}"
-        )
-    ratio = results["rebuilt"]["seconds"] / results["unpacked"]["seconds"]
-    print(f"a copy answers {ratio:.1f}x sooner than a rebuild (target >= 15x; <= 3 s at 1M)")
+    print_first_answers(results)
     return results
 
 
