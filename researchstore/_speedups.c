@@ -756,7 +756,14 @@ typedef struct {
     const char *text[RULE_WORDS];
     Py_ssize_t length[RULE_WORDS];
     Py_ssize_t count;
+    /* A quick no: the lengths of the words (64 and over as 63). */
+    unsigned long long lengths;
+    /* The words starting with each of a-z, by index, and those starting otherwise. */
+    unsigned char by_first[27][RULE_WORDS];
+    unsigned char count_by_first[27];
 } Words;
+
+static int first_slot(char c) { return c >= 'a' && c <= 'z' ? c - 'a' : 26; }
 static PyObject *rules_read = NULL;
 static Words rule_words[RULE_SETS];
 
@@ -776,6 +783,8 @@ static int read_rules(PyObject *rules) {
         }
         Words *words = &rule_words[i];
         words->count = 0;
+        words->lengths = 0;
+        memset(words->count_by_first, 0, sizeof words->count_by_first);
         while ((item = PyIter_Next(iterator)) != NULL) {
             /* The item stays alive in ``rules``, held below. */
             const char *text = words->count < RULE_WORDS && PyUnicode_Check(item) &&
@@ -791,6 +800,13 @@ static int read_rules(PyObject *rules) {
                 }
                 return -1;
             }
+            Py_ssize_t length = words->length[words->count];
+            words->lengths |= length < 64 ? 1ULL << length : 1ULL << 63;
+            if (length > 0) { /* an empty word or part matches nothing */
+                int slot = first_slot(text[0]);
+                words->by_first[slot][words->count_by_first[slot]++] =
+                    (unsigned char)words->count;
+            }
             words->text[words->count++] = text;
         }
         Py_DECREF(iterator);
@@ -804,7 +820,12 @@ static int read_rules(PyObject *rules) {
 }
 
 static int in_words(const Words *words, const char *text, Py_ssize_t length) {
-    for (Py_ssize_t i = 0; i < words->count; i++) {
+    if (length <= 0 || !(words->lengths & (length < 64 ? 1ULL << length : 1ULL << 63))) {
+        return 0;
+    }
+    int slot = first_slot(text[0]);
+    for (int k = 0; k < words->count_by_first[slot]; k++) {
+        int i = words->by_first[slot][k];
         if (words->length[i] == length && memcmp(words->text[i], text, (size_t)length) == 0) {
             return 1;
         }
@@ -829,11 +850,16 @@ static int word_or_part(const char *lowered, Py_ssize_t size, const Words *words
             return 1;
         }
     }
-    for (Py_ssize_t i = 0; parts != NULL && i < parts->count; i++) {
-        Py_ssize_t length = parts->length[i];
-        const char *part = parts->text[i];
-        for (Py_ssize_t at = 0; length > 0 && at + length <= size; at++) {
-            if (lowered[at] == part[0] && memcmp(lowered + at, part, (size_t)length) == 0) {
+    if (parts == NULL || parts->count == 0) {
+        return 0;
+    }
+    for (Py_ssize_t at = 0; at < size; at++) {
+        int slot = first_slot(lowered[at]);
+        for (int k = 0; k < parts->count_by_first[slot]; k++) {
+            int i = parts->by_first[slot][k];
+            Py_ssize_t length = parts->length[i];
+            if (at + length <= size &&
+                memcmp(lowered + at, parts->text[i], (size_t)length) == 0) {
                 return 1;
             }
         }
@@ -841,27 +867,37 @@ static int word_or_part(const char *lowered, Py_ssize_t size, const Words *words
     return 0;
 }
 
-static PyObject *name_evidence(PyObject *module, PyObject *args) {
-    PyObject *names, *rules;
-    (void)module;
-    if (!PyArg_ParseTuple(args, "UO!:name_evidence", &names, &PyTuple_Type, &rules)) {
-        return NULL;
+/* What an element's ASCII ``data`` (its class, a space, its id) says of it
+   under the rules read last: "comments", "overlay", "region", "name", or NULL
+   for nothing; NO_MEMORY where it could not be read. */
+static const char NO_MEMORY[] = "";
+
+/* An answer as an interned str, made once (a new reference). */
+static PyObject *answer_str(const char *answer) {
+    static const char *const known[] = {"role", "comments", "overlay", "region", "name"};
+    static PyObject *made[5];
+    for (int i = 0; i < 5; i++) {
+        if (strcmp(known[i], answer) == 0) {
+            if (made[i] == NULL) {
+                made[i] = PyUnicode_InternFromString(answer);
+                if (made[i] == NULL) {
+                    return NULL;
+                }
+            }
+            return Py_NewRef(made[i]);
+        }
     }
-    if (read_rules(rules) < 0) {
-        return NULL;
-    }
-    if (!PyUnicode_IS_ASCII(names)) {
-        Py_RETURN_NOTIMPLEMENTED;
-    }
+    return answer_str(answer);
+}
+
+static const char *names_answer(const char *data, Py_ssize_t size) {
     /* rules: any words, any parts, comment words, overlay words, overlay parts,
        region words, region parts, camel words, camel regions. */
     const Words *rule = rule_words;
-    const char *data = (const char *)PyUnicode_1BYTE_DATA(names);
-    Py_ssize_t size = PyUnicode_GET_LENGTH(names);
     char small[256];
-    char *lowered = size <= (Py_ssize_t)sizeof small ? small : PyMem_Malloc((size_t)size);
+    char *lowered = size <= (Py_ssize_t)sizeof small ? small : PyMem_Malloc((size_t)size + 1);
     if (lowered == NULL) {
-        return PyErr_NoMemory();
+        return NO_MEMORY;
     }
     int upper = 0;
     for (Py_ssize_t i = 0; i < size; i++) {
@@ -904,10 +940,30 @@ static PyObject *name_evidence(PyObject *module, PyObject *args) {
     if (lowered != small) {
         PyMem_Free(lowered);
     }
+    return answer;
+}
+
+static PyObject *name_evidence(PyObject *module, PyObject *args) {
+    PyObject *names, *rules;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "UO!:name_evidence", &names, &PyTuple_Type, &rules)) {
+        return NULL;
+    }
+    if (read_rules(rules) < 0) {
+        return NULL;
+    }
+    if (!PyUnicode_IS_ASCII(names)) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    const char *answer = names_answer((const char *)PyUnicode_1BYTE_DATA(names),
+                                      PyUnicode_GET_LENGTH(names));
+    if (answer == NO_MEMORY) {
+        return PyErr_NoMemory();
+    }
     if (answer == NULL) {
         Py_RETURN_NONE;
     }
-    return PyUnicode_InternFromString(answer);
+    return answer_str(answer);
 }
 
 /* -- markup_depth: how deep a page's tags may nest ------------------------------ */
@@ -981,6 +1037,282 @@ static PyObject *markup_depth(PyObject *module, PyObject *args) {
     return PyLong_FromSsize_t(deepest);
 }
 
+/* -- selectolax's tree, read in C ---------------------------------------------- */
+
+/* Lexbor, the parser selectolax embeds, exports its tree's functions from
+   selectolax's own module: bound here by name (``lexbor_bind``), they read
+   the very element a LexborNode points at (its ``mem_id``). Where they
+   cannot be bound, the caller reads ``node.attributes`` instead. */
+#if defined(__unix__) || defined(__APPLE__)
+#include <dlfcn.h>
+#define CAN_BIND 1
+#else
+#define CAN_BIND 0
+#endif
+
+typedef struct LxbNode LxbNode; /* lxb_dom_node_t: an element starts with one */
+typedef struct LxbAttr LxbAttr; /* lxb_dom_attr_t */
+
+static struct {
+    unsigned int (*type)(LxbNode *);
+    LxbAttr *(*first_attribute)(LxbNode *);
+    LxbAttr *(*next_attribute)(LxbAttr *);
+    const unsigned char *(*attribute_name)(LxbAttr *, size_t *);
+    const unsigned char *(*attribute_value)(LxbAttr *, size_t *);
+    int bound;
+} lxb;
+
+#define LXB_ELEMENT_NODE 1
+
+static PyObject *lexbor_bind(PyObject *module, PyObject *args) {
+    const char *path;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "s:lexbor_bind", &path)) {
+        return NULL;
+    }
+#if CAN_BIND
+    if (!lxb.bound) {
+        /* Only the module already loaded: its tree is the one to read. */
+        void *handle = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+        if (handle == NULL) {
+            Py_RETURN_FALSE;
+        }
+        void *found[5] = {
+            dlsym(handle, "lxb_dom_node_type_noi"),
+            dlsym(handle, "lxb_dom_element_first_attribute_noi"),
+            dlsym(handle, "lxb_dom_element_next_attribute_noi"),
+            dlsym(handle, "lxb_dom_attr_local_name_noi"),
+            dlsym(handle, "lxb_dom_attr_value_noi"),
+        };
+        for (int i = 0; i < 5; i++) {
+            if (found[i] == NULL) {
+                dlclose(handle);
+                Py_RETURN_FALSE;
+            }
+        }
+        /* The handle stays open: the module is selectolax's, loaded for good. */
+        *(void **)&lxb.type = found[0];
+        *(void **)&lxb.first_attribute = found[1];
+        *(void **)&lxb.next_attribute = found[2];
+        *(void **)&lxb.attribute_name = found[3];
+        *(void **)&lxb.attribute_value = found[4];
+        lxb.bound = 1;
+    }
+    Py_RETURN_TRUE;
+#else
+    (void)path;
+    Py_RETURN_FALSE;
+#endif
+}
+
+/* The attributes the boilerplate checks read, as an element holds them. */
+enum { A_CLASS, A_ID, A_ROLE, A_LABEL, A_MODAL, A_ITEMPROP, A_ITEMTYPE, A_COUNT };
+static const char *const attribute_names[A_COUNT] = {
+    "class", "id", "role", "aria-label", "aria-modal", "itemprop", "itemtype",
+};
+static const size_t attribute_lengths[A_COUNT] = {5, 2, 4, 10, 10, 8, 8};
+
+typedef struct {
+    const unsigned char *value[A_COUNT];
+    size_t length[A_COUNT];
+    int present[A_COUNT];
+} Attributes;
+
+static void read_attributes(LxbNode *element, Attributes *read) {
+    memset(read, 0, sizeof *read);
+    for (LxbAttr *attr = lxb.first_attribute(element); attr != NULL;
+         attr = lxb.next_attribute(attr)) {
+        size_t length = 0;
+        const unsigned char *name = lxb.attribute_name(attr, &length);
+        if (name == NULL) {
+            continue;
+        }
+        for (int i = 0; i < A_COUNT; i++) {
+            if (attribute_lengths[i] == length && attribute_names[i][0] == name[0] &&
+                memcmp(attribute_names[i], name, length) == 0) {
+                size_t value_length = 0;
+                const unsigned char *value = lxb.attribute_value(attr, &value_length);
+                read->present[i] = 1; /* the last of a name wins, as in a dict */
+                read->value[i] = value;
+                read->length[i] = value == NULL ? 0 : value_length;
+                break;
+            }
+        }
+    }
+}
+
+static int ascii_lower(int c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
+
+static int is_ascii(const unsigned char *text, size_t length) {
+    for (size_t i = 0; i < length; i++) {
+        if (text[i] >= 0x80) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* ``text`` is ``word`` (lower-case ASCII), but for ASCII case. */
+static int equals_folded(const unsigned char *text, size_t length, const char *word) {
+    size_t size = strlen(word);
+    if (length != size) {
+        return 0;
+    }
+    for (size_t i = 0; i < size; i++) {
+        if (ascii_lower(text[i]) != word[i]) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* ``text`` is one of ``words`` (a tuple of ASCII str). */
+static int in_tuple(PyObject *words, const unsigned char *text, size_t length, int fold) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(words); i++) {
+        PyObject *word = PyTuple_GET_ITEM(words, i);
+        if (!PyUnicode_Check(word) || !PyUnicode_IS_ASCII(word) ||
+            (size_t)PyUnicode_GET_LENGTH(word) != length) {
+            continue;
+        }
+        const char *data = (const char *)PyUnicode_1BYTE_DATA(word);
+        size_t at = 0;
+        while (at < length && (fold ? ascii_lower(text[at]) : text[at]) == (unsigned char)data[at]) {
+            at++;
+        }
+        if (at == length) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int is_python_space(unsigned char c) {
+    return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f);
+}
+
+/* html_rules.boilerplate_evidence for an element's attributes: the evidence,
+   Py_None for none, or Py_NotImplemented where only Python can tell (a label
+   or an item type, read with a regular expression; a value past ASCII).
+   A new reference. */
+static PyObject *evidence_of(const Attributes *a, PyObject *roles, PyObject *itemprops) {
+    if (a->length[A_ROLE] > 0) {
+        if (!is_ascii(a->value[A_ROLE], a->length[A_ROLE])) {
+            Py_RETURN_NOTIMPLEMENTED;
+        }
+        if (in_tuple(roles, a->value[A_ROLE], a->length[A_ROLE], 1)) {
+            return answer_str("role");
+        }
+    }
+    if (a->length[A_LABEL] > 0) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    if (a->length[A_MODAL] > 0) {
+        if (!is_ascii(a->value[A_MODAL], a->length[A_MODAL])) {
+            Py_RETURN_NOTIMPLEMENTED;
+        }
+        if (equals_folded(a->value[A_MODAL], a->length[A_MODAL], "true")) {
+            return answer_str("role");
+        }
+    }
+    if (a->length[A_ITEMPROP] > 0) {
+        const unsigned char *text = a->value[A_ITEMPROP];
+        size_t length = a->length[A_ITEMPROP], at = 0;
+        if (!is_ascii(text, length)) {
+            Py_RETURN_NOTIMPLEMENTED;
+        }
+        while (at < length) {
+            while (at < length && is_python_space(text[at])) {
+                at++;
+            }
+            size_t start = at;
+            while (at < length && !is_python_space(text[at])) {
+                at++;
+            }
+            if (at > start && in_tuple(itemprops, text + start, at - start, 0)) {
+                return answer_str("role");
+            }
+        }
+    }
+    if (a->length[A_ITEMTYPE] > 0) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    /* f"{class or ''} {id or ''}" */
+    size_t class_length = a->length[A_CLASS], id_length = a->length[A_ID];
+    if (!is_ascii(a->value[A_CLASS], class_length) || !is_ascii(a->value[A_ID], id_length)) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    size_t size = class_length + 1 + id_length;
+    char small[512];
+    char *names = size <= sizeof small ? small : PyMem_Malloc(size);
+    if (names == NULL) {
+        return PyErr_NoMemory();
+    }
+    if (class_length) {
+        memcpy(names, a->value[A_CLASS], class_length);
+    }
+    names[class_length] = ' ';
+    if (id_length) {
+        memcpy(names + class_length + 1, a->value[A_ID], id_length);
+    }
+    const char *answer = names_answer(names, (Py_ssize_t)size);
+    if (names != small) {
+        PyMem_Free(names);
+    }
+    if (answer == NO_MEMORY) {
+        return PyErr_NoMemory();
+    }
+    if (answer == NULL) {
+        Py_RETURN_NONE;
+    }
+    return answer_str(answer);
+}
+
+/* html_rules.boilerplate_evidence of the elements at ``addresses`` (each a
+   LexborNode's mem_id, of a tree alive for the call): for each, its
+   evidence, None, or NotImplemented where Python must read it. */
+static PyObject *evidence_at(PyObject *module, PyObject *args) {
+    PyObject *addresses, *rules, *roles, *itemprops;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!:evidence_at", &PyList_Type, &addresses, &PyTuple_Type,
+                          &rules, &PyTuple_Type, &roles, &PyTuple_Type, &itemprops)) {
+        return NULL;
+    }
+    if (!lxb.bound) {
+        PyErr_SetString(PyExc_RuntimeError, "evidence_at: lexbor_bind first");
+        return NULL;
+    }
+    if (read_rules(rules) < 0) {
+        return NULL;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(addresses);
+    PyObject *found = PyList_New(count);
+    if (found == NULL) {
+        return NULL;
+    }
+    Attributes read;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        size_t address = PyLong_AsSize_t(PyList_GET_ITEM(addresses, i));
+        if (address == (size_t)-1 && PyErr_Occurred()) {
+            Py_DECREF(found);
+            return NULL;
+        }
+        LxbNode *node = (LxbNode *)address;
+        PyObject *evidence;
+        if (node == NULL || lxb.type(node) != LXB_ELEMENT_NODE) {
+            evidence = Py_NewRef(Py_NotImplemented);
+        } else {
+            read_attributes(node, &read);
+            evidence = evidence_of(&read, roles, itemprops);
+        }
+        if (evidence == NULL) {
+            Py_DECREF(found);
+            return NULL;
+        }
+        PyList_SET_ITEM(found, i, evidence);
+    }
+    return found;
+}
+
 static PyMethodDef methods[] = {
     {"words", find_words, METH_VARARGS,
      "words(texts, prefixes, stopwords): for each text, (starts, ends, words, wide): its "
@@ -1003,6 +1335,13 @@ static PyMethodDef methods[] = {
     {"markup_depth", markup_depth, METH_VARARGS,
      "markup_depth(text, flat): the most tags open at once in ``text``, the ``flat`` ones "
      "(lower-case ASCII names, in a tuple) not counted (html_rules.limit_markup)."},
+    {"lexbor_bind", lexbor_bind, METH_VARARGS,
+     "lexbor_bind(path): bind the tree functions of selectolax's loaded Lexbor module at "
+     "``path``; whether they could be."},
+    {"evidence_at", evidence_at, METH_VARARGS,
+     "evidence_at(addresses, rules, roles, itemprops): html_rules.boilerplate_evidence of "
+     "the elements at these addresses (LexborNode.mem_id); NotImplemented where Python "
+     "must read one."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -63,6 +63,24 @@ class Speedups(Protocol):
         lower or upper case) not counted (``html_rules._markup_depth``)."""
         ...
 
+    def lexbor_bind(self, path: str, /) -> bool:
+        """Bind the tree functions of selectolax's Lexbor module, loaded from
+        ``path``; whether they could be (``html._bind_lexbor``)."""
+        ...
+
+    def evidence_at(
+        self,
+        addresses: list[int],
+        rules: tuple[object, ...],
+        roles: tuple[str, ...],
+        itemprops: tuple[str, ...],
+        /,
+    ) -> list[str | None | NotImplementedType]:
+        """``html_rules.boilerplate_evidence`` of the elements at ``addresses``
+        (``LexborNode.mem_id``, of a tree alive for the call), read in C;
+        NotImplemented where Python must read one (``html._marked_elements``)."""
+        ...
+
 
 def _load() -> Speedups | None:
     """The built extension, held to ``Speedups`` (the one statement of its types)."""

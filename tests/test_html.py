@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import researchstore.ingest.html as html_mod
 from researchstore.ingest import html_rules
 from researchstore.ingest.html import parse_html
 from researchstore.ingest.html_rules import choose_title, is_boilerplate, is_hidden
@@ -620,3 +621,99 @@ _MARKUP_PIECES = [
 def test_the_c_speedup_bounds_nesting_as_python_does(text: str) -> None:
     steps = map(html_rules._DEPTH_STEPS.__getitem__, html_rules._TAG_NAME.findall(text))
     assert html_rules._markup_depth(text) == max(accumulate(steps, initial=0))
+
+
+#: Attribute values an element may mark itself with: every role and item
+#: property the rules name (in any case), others, empty ones, and some past ASCII.
+_ROLE_VALUES = sorted(
+    {*html_rules._BOILERPLATE_ROLES, "main", "article", "presentation", "", "Navigation",
+     "BANNER", "naví", "search "}
+)  # fmt: skip
+_ITEMPROPS = ["author", "creator", "Author", "articleBody", "author name", "name\tcreator",
+              "\u00a0author", "autor", "", "creator\u2003"]  # fmt: skip
+_ATTRIBUTE_VALUES = {
+    "role": st.sampled_from(_ROLE_VALUES),
+    "aria-label": st.sampled_from(["Share", "main content", "", "Menü"]),
+    "aria-modal": st.sampled_from(["true", "TRUE", "false", "", "trüe"]),
+    "itemprop": st.sampled_from(_ITEMPROPS),
+    "itemtype": st.sampled_from(["https://schema.org/Comment", "https://schema.org/Article", ""]),
+    "class": st.lists(st.sampled_from(_NAME_PIECES), max_size=5).map("".join),
+    "id": st.lists(st.sampled_from(_NAME_PIECES), max_size=3).map("".join),
+    "data-x": st.just("1"),
+}
+
+
+def _attribute_markup(name: str, value: str | None) -> str:
+    if value is None:
+        return f" {name}"
+    escaped = value.replace("&", "&amp;").replace('"', "&quot;")
+    return f' {name}="{escaped}"'
+
+
+@pytest.mark.skipif(html_mod._LEXBOR is None, reason="the C speedup cannot read selectolax's tree")
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["div", "section", "nav", "aside", "ul", "footer", "svg"]),
+            st.dictionaries(
+                st.sampled_from(sorted(_ATTRIBUTE_VALUES)),
+                st.none() | st.just(""),
+                max_size=4,
+            ).flatmap(
+                lambda chosen: st.fixed_dictionaries(
+                    {
+                        name: (
+                            st.none()
+                            if value is None and name != "class"
+                            else _ATTRIBUTE_VALUES[name]
+                        )
+                        for name, value in chosen.items()
+                    }
+                )
+            ),
+        ),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_the_c_speedup_reads_an_element_s_attributes_as_python_does(
+    elements: list[tuple[str, dict[str, str | None]]],
+) -> None:
+    """``_marked_elements`` in C and in Python: the same elements, the same evidence."""
+    from selectolax.lexbor import LexborHTMLParser
+
+    markup = "".join(
+        f"<{tag}{''.join(_attribute_markup(n, v) for n, v in attributes.items())}>x"
+        for tag, attributes in elements
+    )
+    tree = LexborHTMLParser(f"<html><body>{markup}</body></html>", scripting=True)
+    in_c = html_mod._marked_elements(tree)
+    lexbor = html_mod._LEXBOR
+    try:
+        html_mod._LEXBOR = None
+        in_python = html_mod._marked_elements(tree)
+    finally:
+        html_mod._LEXBOR = lexbor
+    assert [(node.mem_id, evidence) for node, evidence in in_c] == [
+        (node.mem_id, evidence) for node, evidence in in_python
+    ]
+
+
+def test_the_c_speedup_reads_the_marks_pages_carry() -> None:
+    """The cases the property meets by chance, pinned: each kind of evidence."""
+    from selectolax.lexbor import LexborHTMLParser
+
+    markup = (
+        '<div role="navigation">a</div><div role="Main">b</div><div aria-label="Share">c</div>'
+        '<div aria-modal="TRUE">d</div><div itemprop="name author">e</div>'
+        '<div itemtype="https://schema.org/Comment">f</div><div class="cookie-banner">g</div>'
+        '<div id="sidebar">h</div><div class="adBox">i</div><div class="entry">j</div>'
+        '<span class="share">k</span><div class="sídebar">l</div>'
+    )
+    tree = LexborHTMLParser(f"<html><body>{markup}</body></html>", scripting=True)
+    found = [(node.text(), evidence) for node, evidence in html_mod._marked_elements(tree)]
+    assert found == [
+        ("a", "role"), ("c", "role"), ("d", "role"), ("e", "role"), ("f", "comments"),
+        ("g", "overlay"), ("h", "region"), ("i", "name"),
+    ]  # fmt: skip

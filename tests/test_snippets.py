@@ -261,6 +261,9 @@ def test_the_c_speedup_is_built_where_asked() -> None:
     if not os.environ.get("RESEARCHSTORE_REQUIRE_SPEEDUPS"):
         pytest.skip("the C step is optional here (RESEARCHSTORE_REQUIRE_SPEEDUPS is not set)")
     assert _speedups is not None, "researchstore/_speedups.c was not built: no C compiler?"
+    from researchstore.ingest import html
+
+    assert html._LEXBOR is not None, "the C speedup cannot read selectolax's tree"
 
 
 @pytest.mark.skipif(_speedups is None, reason="the C speedup is not built")

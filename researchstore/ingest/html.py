@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from itertools import islice
+from types import NotImplementedType
 from typing import NamedTuple
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
@@ -32,6 +33,7 @@ from researchstore.ingest.edges import PROSE_CHARS, is_prose, trim_edges
 from researchstore.ingest.html_rules import (
     BREAK,
     DATE_KEYS,
+    EVIDENCE_RULES_FOR_C,
     boilerplate_evidence,
     choose_title,
     is_hidden,
@@ -54,6 +56,7 @@ from researchstore.ingest.html_tags import (
     VOID_SKIP,
 )
 from researchstore.ingest.model import Block, ParsedDocument
+from researchstore.speedups import SPEEDUPS, Speedups
 
 __all__ = ["parse_html"]
 
@@ -71,6 +74,35 @@ _ATTRIBUTE_SELECTOR = (
     f":not({','.join(NEVER_BOILERPLATE)})"
 )
 _HIDDEN_SELECTOR = '[hidden],[aria-hidden="true" i],[style*="none" i],[style*="hidden" i]'
+
+
+def _bind_lexbor() -> Speedups | None:
+    """The C speedups, where they can read selectolax's own tree (Lexbor's
+    functions, which its module exports); else None."""
+    if SPEEDUPS is None:
+        return None
+    import selectolax.lexbor
+
+    try:
+        if not SPEEDUPS.lexbor_bind(selectolax.lexbor.__file__):
+            return None
+    except AttributeError:  # an older build of the speedups
+        return None
+    # Read one page both ways: a Lexbor whose functions changed is not used.
+    nodes = LexborHTMLParser(_BIND_CHECK).css(_ATTRIBUTE_SELECTOR)
+    read = SPEEDUPS.evidence_at([node.mem_id for node in nodes], *EVIDENCE_RULES_FOR_C)
+    wanted = [boilerplate_evidence(node.attributes) for node in nodes]
+    return SPEEDUPS if read == wanted == ["region", "role", "role", "comments", None] else None
+
+
+#: A page whose elements each read differently (``_bind_lexbor``).
+_BIND_CHECK = (
+    '<div class="site-sidebar x" id="a"><p role="navigation" class="entry">a</p>'
+    '<section itemprop="name author">b</section><ul id="comments"><li class="c">c</li></ul></div>'
+)
+
+
+_LEXBOR = _bind_lexbor()
 
 #: How many elements with an id, class, role... are looked at for boilerplate.
 _MAX_CANDIDATES = 20_000
@@ -420,6 +452,26 @@ class _Elements:
         return self._by_tag.get(tag, [])
 
 
+def _marked_elements(tree: LexborHTMLParser) -> list[tuple[LexborNode, str]]:
+    """Each of ``tree.css(_ATTRIBUTE_SELECTOR)``'s first ``_MAX_CANDIDATES`` that
+    its attributes mark as chrome, with how (``boilerplate_evidence``). Their
+    attributes are read in C where it can read selectolax's tree: a node's
+    ``attributes`` makes a dict of them all, most of a page's cost here."""
+    candidates = tree.css(_ATTRIBUTE_SELECTOR)[:_MAX_CANDIDATES]
+    if _LEXBOR is None:
+        read: list[str | None | NotImplementedType] = [NotImplemented] * len(candidates)
+    else:
+        addresses = [node.mem_id for node in candidates]
+        read = _LEXBOR.evidence_at(addresses, *EVIDENCE_RULES_FOR_C)
+    marked = []
+    for node, evidence in zip(candidates, read, strict=True):
+        if isinstance(evidence, NotImplementedType):  # what only Python reads
+            evidence = boilerplate_evidence(node.attributes)
+        if evidence is not None:
+            marked.append((node, evidence))
+    return marked
+
+
 class _Landmarks(NamedTuple):
     """The elements a page declares its article with, each kind in document order."""
 
@@ -552,11 +604,10 @@ def _drop_boilerplate(
             and not _is_hidden_page(node, shown_kinds)
         ):
             remove_if_unprotected(node, hidden=True)
-    for node in tree.css(_ATTRIBUTE_SELECTOR)[:_MAX_CANDIDATES]:
+    for node, evidence in _marked_elements(tree):
         if budget < 0:
             break
-        evidence = boilerplate_evidence(node.attributes)
-        if evidence is not None and (names or evidence != "name" or beside_main(node)):
+        if names or evidence != "name" or beside_main(node):
             remove_if_unprotected(node, evidence=evidence)
     # Those still in the page (an element removed has no parent), the
     # headers first, then the forms left once the headers are judged.

@@ -318,6 +318,15 @@ def boilerplate_evidence(attributes: dict[str, str | None]) -> str | None:
     return _name_evidence(f"{attributes.get('class') or ''} {attributes.get('id') or ''}")
 
 
+#: ``boilerplate_evidence``'s rules, as ``_speedups.boilerplate_marks`` reads
+#: them: the names' rules, the roles and the item properties.
+EVIDENCE_RULES_FOR_C: tuple[tuple[object, ...], tuple[str, ...], tuple[str, ...]] = (
+    _NAME_RULES,
+    tuple(sorted(_BOILERPLATE_ROLES)),
+    tuple(sorted(_BOILERPLATE_ITEMPROPS)),
+)
+
+
 def _name_evidence(names: str) -> str | None:
     """How an element's ``names`` (its class and id) mark it as chrome, if they do."""
     if _speedups is not None:
