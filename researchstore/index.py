@@ -649,8 +649,11 @@ class SearchIndex:
         """
         searcher = self.searcher()
         terms = {analysis: index_terms(text, analysis) for analysis in self.analyses(searcher)}
+        filter_clauses = self._filter_clauses(filters)
         try:
             bonus, words = self._text_clauses(text, terms, searcher)
+            # Only a query without filters is ranked with WAND, split or not.
+            postings = _postings(terms, searcher) if bonus and not filter_clauses else 0
         except BaseException as error:
             _raise_read_error(error, self.path)
         if not words:
@@ -658,13 +661,12 @@ class SearchIndex:
         highlight = {
             analysis: frozenset(_unmarked(found, analysis)) for analysis, found in terms.items()
         }
-        filter_clauses = self._filter_clauses(filters)
         if not filter_clauses:
             # A plain disjunction of term queries is what Tantivy ranks with
             # block-max WAND, skipping most postings: keep it plain (no
             # wrapper). Evidence is then dropped by the caller.
             query = tantivy.Query.boolean_query(bonus + words)
-            if not bonus or _postings(terms, searcher) < SPLIT_POSTINGS:
+            if not bonus or postings < SPLIT_POSTINGS:
                 return WordQuery(query, highlight)
             # Phrase clauses stop WAND: they are ranked apart (``SplitQuery``).
             split = SplitQuery(
