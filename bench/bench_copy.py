@@ -9,12 +9,11 @@ the page cache: copies the `.db` alone into an empty folder and times
 opening it and answering a first search, (1) as it is (the indexes are
 written back from the copies the store file keeps) and (2) with those copies
 dropped from the copied file (the indexes are rebuilt from the chunks, as
-every copy was before). The copy (and every write before it) is on disk before
-the clock starts; a third
-run, for information, opens it the moment it is made, while the kernel
-still writes it back. The first ``--queries`` searches must give the same
-results as the original store. ``first_answer_of_a_copy`` is what
-``bench_serving.py`` calls.
+every copy was before). The copy (and every write before it) is on disk
+before the clock starts; a third run, for information, opens it the moment
+it is made, while the kernel still writes it back. The first ``--queries``
+searches must give the same results as the original store.
+``first_answer_of_a_copy`` is what ``bench_serving.py`` calls.
 """
 
 from __future__ import annotations
@@ -126,25 +125,26 @@ def first_answer_of_a_copy(
         results.setdefault(how, {"tries": []})["tries"].append(found)
         shutil.rmtree(folder)
     for found in results.values():
-        tries_ = found["tries"]
-        middle = sorted(tries_, key=lambda one: one["seconds"])[len(tries_) // 2]
-        found.update({key: value for key, value in middle.items()})
-        found["same_results"] = all(one["same_results"] for one in tries_)
+        tries = found["tries"]
+        found.update(sorted(tries, key=lambda one: one["seconds"])[len(tries) // 2])
+        found["same_results"] = all(one["same_results"] for one in tries)
     return results
 
 
 def print_first_answers(results: dict[str, Any]) -> None:
     for how, found in results.items():
-        tries_ = found["tries"]
+        tries = found["tries"]
         line = (
             f"copied .db, {how:16}: first answer {found['seconds']:7.2f} s; "
             f"same results as the original: {found['same_results']}"
         )
-        if len(tries_) > 1:
+        if found["repairs"]:
+            line += f"; {'; '.join(found['repairs'])}"
+        if len(tries) > 1:
             each = ", ".join(
-                f"{one['seconds']:.2f} s (bare write {one['bare_write_s']:.2f} s)" for one in tries_
+                f"{one['seconds']:.2f} s (bare write {one['bare_write_s']:.2f} s)" for one in tries
             )
-            line += f"\n    median of {len(tries_)}: {each}"
+            line += f"\n    median of {len(tries)}: {each}"
         print(line)
     ratio = results["rebuilt"]["seconds"] / results["unpacked"]["seconds"]
     print(f"a copy answers {ratio:.1f}x sooner than a rebuild (target >= 15x; <= 3 s at 1M)")

@@ -867,12 +867,7 @@ static int word_or_part(const char *lowered, Py_ssize_t size, const Words *words
     return 0;
 }
 
-/* What an element's ASCII ``data`` (its class, a space, its id) says of it
-   under the rules read last: "comments", "overlay", "region", "name", or NULL
-   for nothing; NO_MEMORY where it could not be read. */
-static const char NO_MEMORY[] = "";
-
-/* An answer as an interned str, made once (a new reference). */
+/* An answer as an interned str, each made once (a new reference). */
 static PyObject *answer_str(const char *answer) {
     static const char *const known[] = {"role", "comments", "overlay", "region", "name"};
     static PyObject *made[5];
@@ -887,9 +882,14 @@ static PyObject *answer_str(const char *answer) {
             return Py_NewRef(made[i]);
         }
     }
-    return answer_str(answer);
+    return PyUnicode_InternFromString(answer);
 }
 
+static const char NO_MEMORY[] = "";
+
+/* What an element's ASCII ``data`` (its class, a space, its id) says of it
+   under the rules read last: "comments", "overlay", "region", "name", or NULL
+   for nothing; NO_MEMORY where it could not be read. */
 static const char *names_answer(const char *data, Py_ssize_t size) {
     /* rules: any words, any parts, comment words, overlay words, overlay parts,
        region words, region parts, camel words, camel regions. */

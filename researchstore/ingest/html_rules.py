@@ -318,7 +318,7 @@ def boilerplate_evidence(attributes: dict[str, str | None]) -> str | None:
     return _name_evidence(f"{attributes.get('class') or ''} {attributes.get('id') or ''}")
 
 
-#: ``boilerplate_evidence``'s rules, as ``_speedups.boilerplate_marks`` reads
+#: ``boilerplate_evidence``'s rules, as ``_speedups.evidence_at`` reads
 #: them: the names' rules, the roles and the item properties.
 EVIDENCE_RULES_FOR_C: tuple[tuple[object, ...], tuple[str, ...], tuple[str, ...]] = (
     _NAME_RULES,
