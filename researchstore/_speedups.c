@@ -1313,6 +1313,557 @@ static PyObject *evidence_at(PyObject *module, PyObject *args) {
     return found;
 }
 
+/* -- paragraphs for html._densest, read in C ------------------------------------ */
+
+/* The rest of Lexbor's tree functions, and selectolax's own way to make a
+   LexborNode for an element (its ``new``, first in the table of C methods a
+   Cython module that cimports ``selectolax.lexbor`` calls): bound by
+   ``lexbor_tree``, which also finds where a text node keeps its text. */
+typedef PyObject *(*NewNode)(LxbNode *, PyObject *);
+
+static struct {
+    LxbNode *(*first_child)(LxbNode *);
+    LxbNode *(*next)(LxbNode *);
+    LxbNode *(*parent)(LxbNode *);
+    uintptr_t (*tag_id)(LxbNode *);
+    const unsigned char *(*qualified_name)(LxbNode *, size_t *);
+    const unsigned char *(*attribute_qualified_name)(LxbAttr *, size_t *);
+    NewNode new_node;
+    PyTypeObject *node_type;
+    Py_ssize_t text_at; /* where a text node's lexbor_str_t (data, length) is */
+    int bound;
+} tree;
+
+#define LXB_TEXT_NODE 3
+#define LXB_DOCUMENT_NODE 9
+#define MOST_TEXT_AT 512
+
+typedef struct {
+    const unsigned char *data;
+    size_t length;
+} LxbStr;
+
+static PyObject *lexbor_tree(PyObject *module, PyObject *args) {
+    const char *path;
+    PyObject *node_type;
+    size_t text_address;
+    const char *expected;
+    Py_ssize_t expected_length;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "sO!ny#:lexbor_tree", &path, &PyType_Type, &node_type,
+                          &text_address, &expected, &expected_length)) {
+        return NULL;
+    }
+#if CAN_BIND
+    if (tree.bound) {
+        Py_RETURN_TRUE;
+    }
+    if (!lxb.bound || text_address == 0 || expected_length < 64) {
+        Py_RETURN_FALSE;
+    }
+    void *handle = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+    if (handle == NULL) {
+        Py_RETURN_FALSE;
+    }
+    void *found[6] = {
+        dlsym(handle, "lxb_dom_node_first_child_noi"),
+        dlsym(handle, "lxb_dom_node_next_noi"),
+        dlsym(handle, "lxb_dom_node_parent_noi"),
+        dlsym(handle, "lxb_dom_node_tag_id_noi"),
+        dlsym(handle, "lxb_dom_element_qualified_name"),
+        dlsym(handle, "lxb_dom_attr_qualified_name"),
+    };
+    for (int i = 0; i < 6; i++) {
+        if (found[i] == NULL) {
+            dlclose(handle);
+            Py_RETURN_FALSE;
+        }
+    }
+    PyObject *capsule = PyDict_GetItemString(((PyTypeObject *)node_type)->tp_dict,
+                                             "__pyx_vtable__");
+    if (capsule == NULL || !PyCapsule_CheckExact(capsule)) {
+        Py_RETURN_FALSE;
+    }
+    void **table = PyCapsule_GetPointer(capsule, PyCapsule_GetName(capsule));
+    if (table == NULL || table[0] == NULL) {
+        PyErr_Clear();
+        Py_RETURN_FALSE;
+    }
+    /* A text node holds its text as a lexbor_str_t right after its node
+       part, whose size this build of Lexbor decides: found by looking for
+       the text the caller gave (long and of an unlikely length, so no other
+       field passes for its length). */
+    const unsigned char *node = (const unsigned char *)text_address;
+    Py_ssize_t at = -1;
+    for (Py_ssize_t offset = 8; offset + (Py_ssize_t)sizeof(LxbStr) <= MOST_TEXT_AT;
+         offset += 8) {
+        LxbStr str;
+        memcpy(&str, node + offset, sizeof str);
+        if (str.length == (size_t)expected_length && str.data != NULL &&
+            memcmp(str.data, expected, (size_t)expected_length) == 0) {
+            at = offset;
+            break;
+        }
+    }
+    if (at < 0) {
+        Py_RETURN_FALSE;
+    }
+    *(void **)&tree.first_child = found[0];
+    *(void **)&tree.next = found[1];
+    *(void **)&tree.parent = found[2];
+    *(void **)&tree.tag_id = found[3];
+    *(void **)&tree.qualified_name = found[4];
+    *(void **)&tree.attribute_qualified_name = found[5];
+    *(void **)&tree.new_node = table[0];
+    Py_INCREF(node_type);
+    tree.node_type = (PyTypeObject *)node_type;
+    tree.text_at = at;
+    tree.bound = 1;
+    Py_RETURN_TRUE;
+#else
+    (void)path;
+    (void)text_address;
+    (void)expected;
+    Py_RETURN_FALSE;
+#endif
+}
+
+static PyObject *lexbor_node(PyObject *module, PyObject *args) {
+    PyObject *parser;
+    size_t address;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "On:lexbor_node", &parser, &address)) {
+        return NULL;
+    }
+    if (!tree.bound || address == 0) {
+        PyErr_SetString(PyExc_RuntimeError, "lexbor_node: lexbor_tree first, and an address");
+        return NULL;
+    }
+    return tree.new_node((LxbNode *)address, parser);
+}
+
+/* What _densest asks of a tag, as bits. */
+enum { T_INLINE = 1, T_PARAGRAPH = 2, T_HEADING = 4, T_LINK = 8, T_TOP = 16, T_READ = 128 };
+#define TAG_CACHE 1024
+
+typedef struct {
+    PyObject *inline_tags, *paragraph_like, *headings;
+    unsigned char cache[TAG_CACHE];
+} Tags;
+
+/* The bits of an element's tag (by its qualified name, as LexborNode.tag
+   reads it); a node of another type has none, the document T_TOP. */
+static int tag_bits(Tags *tags, LxbNode *node) {
+    unsigned int type = lxb.type(node);
+    if (type != LXB_ELEMENT_NODE) {
+        return type == LXB_DOCUMENT_NODE ? T_TOP : 0;
+    }
+    uintptr_t id = tree.tag_id(node);
+    if (id < TAG_CACHE && tags->cache[id]) {
+        return tags->cache[id] & ~T_READ;
+    }
+    size_t length = 0;
+    const unsigned char *name = tree.qualified_name(node, &length);
+    if (name == NULL) {
+        return 0;
+    }
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)name, (Py_ssize_t)length, "replace");
+    if (text == NULL) {
+        return -1;
+    }
+    int bits = 0;
+    int in_inline = PySequence_Contains(tags->inline_tags, text);
+    int in_paragraph = PySequence_Contains(tags->paragraph_like, text);
+    int in_headings = PySequence_Contains(tags->headings, text);
+    Py_DECREF(text);
+    if (in_inline < 0 || in_paragraph < 0 || in_headings < 0) {
+        return -1;
+    }
+    bits |= in_inline ? T_INLINE : 0;
+    bits |= in_paragraph ? T_PARAGRAPH : 0;
+    bits |= in_headings ? T_HEADING : 0;
+    bits |= length == 1 && name[0] == 'a' ? T_LINK : 0;
+    bits |= length == 4 && memcmp(name, "html", 4) == 0 ? T_TOP : 0;
+    if (id < TAG_CACHE) {
+        tags->cache[id] = (unsigned char)(bits | T_READ);
+    }
+    return bits;
+}
+
+static int has_href(LxbNode *element) {
+    for (LxbAttr *attr = lxb.first_attribute(element); attr != NULL;
+         attr = lxb.next_attribute(attr)) {
+        size_t length = 0;
+        const unsigned char *name = tree.attribute_qualified_name(attr, &length);
+        if (name != NULL && length == 4 && memcmp(name, "href", 4) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A text node's text, or NULL (no error set) when it is empty or all
+   whitespace (str.isspace). */
+static PyObject *text_of(LxbNode *node, int *failed) {
+    LxbStr str;
+    memcpy(&str, (const unsigned char *)node + tree.text_at, sizeof str);
+    *failed = 0;
+    if (str.data == NULL || str.length == 0) {
+        return NULL;
+    }
+    int ascii = 1;
+    int blank = 1;
+    for (size_t i = 0; i < str.length; i++) {
+        unsigned char c = str.data[i];
+        if (c >= 0x80) {
+            ascii = 0;
+            break;
+        }
+        if (!is_python_space(c)) {
+            blank = 0;
+        }
+    }
+    if (ascii && blank) {
+        return NULL;
+    }
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)str.data, (Py_ssize_t)str.length,
+                                          "replace");
+    if (text == NULL) {
+        *failed = 1;
+        return NULL;
+    }
+    if (!ascii) {
+        int kind = PyUnicode_KIND(text);
+        const void *data = PyUnicode_DATA(text);
+        Py_ssize_t size = PyUnicode_GET_LENGTH(text);
+        blank = 1;
+        for (Py_ssize_t i = 0; i < size; i++) {
+            if (!Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, i))) {
+                blank = 0;
+                break;
+            }
+        }
+        if (blank) {
+            Py_DECREF(text);
+            return NULL;
+        }
+    }
+    return text;
+}
+
+static PyObject *address_of(LxbNode *node) { return PyLong_FromSize_t((size_t)node); }
+
+/* Append ``text`` to paragraphs[address][which], making the entry. */
+static int add_text(PyObject *paragraphs, LxbNode *paragraph, int which, PyObject *text) {
+    PyObject *key = address_of(paragraph);
+    if (key == NULL) {
+        return -1;
+    }
+    PyObject *entry = PyDict_GetItemWithError(paragraphs, key);
+    if (entry == NULL) {
+        if (PyErr_Occurred()) {
+            Py_DECREF(key);
+            return -1;
+        }
+        entry = Py_BuildValue("([][])");
+        if (entry == NULL || PyDict_SetItem(paragraphs, key, entry) < 0) {
+            Py_XDECREF(entry);
+            Py_DECREF(key);
+            return -1;
+        }
+        Py_DECREF(entry); /* the dict holds it */
+    }
+    Py_DECREF(key);
+    return PyList_Append(PyTuple_GET_ITEM(entry, which), text);
+}
+
+static PyObject *paragraphs_at(PyObject *module, PyObject *args) {
+    size_t root_address;
+    Py_ssize_t max_nodes, max_ancestors;
+    Tags tags;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "nnOOOn:paragraphs_at", &root_address, &max_nodes,
+                          &tags.inline_tags, &tags.paragraph_like, &tags.headings,
+                          &max_ancestors)) {
+        return NULL;
+    }
+    if (!tree.bound || root_address == 0) {
+        PyErr_SetString(PyExc_RuntimeError, "paragraphs_at: lexbor_tree first, and an address");
+        return NULL;
+    }
+    memset(tags.cache, 0, sizeof tags.cache);
+    PyObject *paragraphs = PyDict_New();
+    PyObject *headings = PyDict_New();
+    if (paragraphs == NULL || headings == NULL) {
+        goto failed;
+    }
+    LxbNode *root = (LxbNode *)root_address;
+    LxbNode *node = root;
+    /* LexborNode.traverse(include_text=True), its first ``max_nodes``. */
+    for (Py_ssize_t seen = 0; seen < max_nodes; seen++) {
+        if (lxb.type(node) == LXB_TEXT_NODE) {
+            int error;
+            PyObject *text = text_of(node, &error);
+            if (error) {
+                goto failed;
+            }
+            if (text != NULL) {
+                LxbNode *parent = tree.parent(node);
+                LxbNode *link = NULL;
+                int bits = 0;
+                for (Py_ssize_t steps = 0; parent != NULL && steps < max_ancestors; steps++) {
+                    bits = tag_bits(&tags, parent);
+                    if (bits < 0) {
+                        Py_DECREF(text);
+                        goto failed;
+                    }
+                    if (bits & T_LINK) {
+                        if (link == NULL && has_href(parent)) {
+                            link = parent;
+                        }
+                    } else if (!(bits & T_INLINE)) {
+                        break;
+                    }
+                    parent = tree.parent(parent);
+                }
+                if (parent != NULL) {
+                    bits = tag_bits(&tags, parent);
+                    if (bits < 0) {
+                        Py_DECREF(text);
+                        goto failed;
+                    }
+                }
+                int status = 0;
+                if (parent == NULL || !(bits & T_PARAGRAPH)) {
+                    if (link != NULL && parent != NULL && (bits & T_HEADING)) {
+                        PyObject *key = address_of(parent);
+                        PyObject *value = address_of(link);
+                        status = key == NULL || value == NULL
+                                     ? -1
+                                     : (PyDict_SetDefault(headings, key, value) == NULL ? -1 : 0);
+                        Py_XDECREF(key);
+                        Py_XDECREF(value);
+                    }
+                } else {
+                    status = add_text(paragraphs, parent, link != NULL, text);
+                }
+                Py_DECREF(text);
+                if (status < 0) {
+                    goto failed;
+                }
+            }
+        }
+        LxbNode *child = tree.first_child(node);
+        if (child != NULL) {
+            node = child;
+            continue;
+        }
+        while (node != root && tree.next(node) == NULL) {
+            node = tree.parent(node);
+        }
+        if (node == root) {
+            break;
+        }
+        node = tree.next(node);
+    }
+    return Py_BuildValue("(NN)", paragraphs, headings);
+failed:
+    Py_XDECREF(paragraphs);
+    Py_XDECREF(headings);
+    return NULL;
+}
+
+/* Characters and words of " ".join(parts) with its whitespace collapsed
+   (str.split), and how many of its characters are in ``commas``. */
+static int measure(PyObject *parts, Py_ssize_t *chars, Py_ssize_t *words, PyObject *commas,
+                   Py_ssize_t *comma_count) {
+    Py_ssize_t count = PyList_GET_SIZE(parts);
+    Py_ssize_t letters = 0, runs = 0, found = 0;
+    int comma_kind = commas == NULL ? 0 : PyUnicode_KIND(commas);
+    const void *comma_data = commas == NULL ? NULL : PyUnicode_DATA(commas);
+    Py_ssize_t comma_size = commas == NULL ? 0 : PyUnicode_GET_LENGTH(commas);
+    for (Py_ssize_t p = 0; p < count; p++) {
+        PyObject *part = PyList_GET_ITEM(parts, p);
+        if (!PyUnicode_Check(part)) {
+            PyErr_SetString(PyExc_TypeError, "paragraph_scores: texts must be str");
+            return -1;
+        }
+        int kind = PyUnicode_KIND(part);
+        const void *data = PyUnicode_DATA(part);
+        Py_ssize_t size = PyUnicode_GET_LENGTH(part);
+        int in_word = 0;
+        for (Py_ssize_t i = 0; i < size; i++) {
+            Py_UCS4 c = PyUnicode_READ(kind, data, i);
+            if (c < 128 ? is_python_space((unsigned char)c) : Py_UNICODE_ISSPACE(c)) {
+                in_word = 0;
+                continue;
+            }
+            letters++;
+            if (!in_word) {
+                runs++;
+                in_word = 1;
+            }
+            for (Py_ssize_t k = 0; k < comma_size; k++) {
+                if (PyUnicode_READ(comma_kind, comma_data, k) == c) {
+                    found++;
+                    break;
+                }
+            }
+        }
+    }
+    *chars = runs ? letters + runs - 1 : 0;
+    *words = runs;
+    if (comma_count != NULL) {
+        *comma_count = found;
+    }
+    return 0;
+}
+
+/* dict[key] = dict.get(key, 0) + value, for int values. */
+static int add_int(PyObject *dict, PyObject *key, Py_ssize_t value) {
+    PyObject *now = PyDict_GetItemWithError(dict, key);
+    if (now == NULL && PyErr_Occurred()) {
+        return -1;
+    }
+    Py_ssize_t before = now == NULL ? 0 : PyLong_AsSsize_t(now);
+    if (before == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    PyObject *sum = PyLong_FromSsize_t(before + value);
+    if (sum == NULL) {
+        return -1;
+    }
+    int status = PyDict_SetItem(dict, key, sum);
+    Py_DECREF(sum);
+    return status;
+}
+
+static const int dividers[5] = {1, 2, 6, 9, 12};
+
+static PyObject *paragraph_scores(PyObject *module, PyObject *args) {
+    PyObject *paragraphs, *commas;
+    Py_ssize_t min_length, max_ancestors, chars_ancestors, chars_budget;
+    Tags tags;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "O!Unnnn:paragraph_scores", &PyDict_Type, &paragraphs, &commas,
+                          &min_length, &max_ancestors, &chars_ancestors, &chars_budget)) {
+        return NULL;
+    }
+    if (!tree.bound) {
+        PyErr_SetString(PyExc_RuntimeError, "paragraph_scores: lexbor_tree first");
+        return NULL;
+    }
+    memset(tags.cache, 0, sizeof tags.cache);
+    tags.inline_tags = tags.paragraph_like = tags.headings = PyFrozenSet_New(NULL);
+    PyObject *scores = PyDict_New(), *direct = PyDict_New(), *own = PyDict_New();
+    PyObject *chars = PyDict_New();
+    if (tags.inline_tags == NULL || scores == NULL || direct == NULL || own == NULL ||
+        chars == NULL) {
+        goto failed;
+    }
+    Py_ssize_t position = 0;
+    PyObject *key, *entry;
+    while (PyDict_Next(paragraphs, &position, &key, &entry)) {
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2 ||
+            !PyList_Check(PyTuple_GET_ITEM(entry, 0)) ||
+            !PyList_Check(PyTuple_GET_ITEM(entry, 1))) {
+            PyErr_SetString(PyExc_TypeError, "paragraph_scores: entries are (texts, links)");
+            goto failed;
+        }
+        Py_ssize_t text_chars, link_chars, words, comma_count;
+        if (measure(PyTuple_GET_ITEM(entry, 0), &text_chars, &words, commas, &comma_count) < 0 ||
+            measure(PyTuple_GET_ITEM(entry, 1), &link_chars, &words, NULL, NULL) < 0) {
+            goto failed;
+        }
+        Py_ssize_t length = text_chars + link_chars;
+        if (length < min_length) {
+            continue;
+        }
+        Py_ssize_t hundreds = length / 100 < 3 ? length / 100 : 3;
+        double score = (double)((1 + comma_count + hundreds) * text_chars) / (double)length;
+        PyObject *own_chars = PyLong_FromSsize_t(text_chars);
+        if (own_chars == NULL || PyDict_SetItem(own, key, own_chars) < 0) {
+            Py_XDECREF(own_chars);
+            goto failed;
+        }
+        Py_DECREF(own_chars);
+        size_t address = PyLong_AsSize_t(key);
+        if (address == (size_t)-1 && PyErr_Occurred()) {
+            goto failed;
+        }
+        LxbNode *parent = tree.parent((LxbNode *)address);
+        if (parent == NULL) {
+            continue;
+        }
+        PyObject *parent_key = address_of(parent);
+        if (parent_key == NULL || add_int(direct, parent_key, text_chars) < 0) {
+            Py_XDECREF(parent_key);
+            goto failed;
+        }
+        Py_DECREF(parent_key);
+        for (int d = 0; d < 5 && parent != NULL; d++) {
+            int bits = tag_bits(&tags, parent);
+            if (bits < 0) {
+                goto failed;
+            }
+            if (bits & T_TOP) {
+                break;
+            }
+            PyObject *ancestor = address_of(parent);
+            if (ancestor == NULL) {
+                goto failed;
+            }
+            PyObject *previous = PyDict_GetItemWithError(scores, ancestor);
+            double before = previous == NULL ? 0.0 : PyFloat_AS_DOUBLE(previous);
+            PyObject *sum = previous == NULL && PyErr_Occurred()
+                                ? NULL
+                                : PyFloat_FromDouble(before + score / dividers[d]);
+            if (sum == NULL || PyDict_SetItem(scores, ancestor, sum) < 0) {
+                Py_XDECREF(sum);
+                Py_DECREF(ancestor);
+                goto failed;
+            }
+            Py_DECREF(sum);
+            Py_DECREF(ancestor);
+            parent = tree.parent(parent);
+        }
+    }
+    /* Paragraph text under each element, summed upwards per parent. */
+    Py_ssize_t steps = 0;
+    position = 0;
+    PyObject *length_object;
+    while (PyDict_Next(direct, &position, &key, &length_object)) {
+        Py_ssize_t length = PyLong_AsSsize_t(length_object);
+        if (add_int(chars, key, length) < 0) {
+            goto failed;
+        }
+        LxbNode *ancestor = tree.parent((LxbNode *)PyLong_AsSize_t(key));
+        Py_ssize_t limit = chars_ancestors < max_ancestors ? chars_ancestors : max_ancestors;
+        for (Py_ssize_t i = 0; i < limit && ancestor != NULL; i++) {
+            PyObject *ancestor_key = address_of(ancestor);
+            if (ancestor_key == NULL || add_int(chars, ancestor_key, length) < 0) {
+                Py_XDECREF(ancestor_key);
+                goto failed;
+            }
+            Py_DECREF(ancestor_key);
+            ancestor = tree.parent(ancestor);
+        }
+        steps += chars_ancestors;
+        if (steps > chars_budget) {
+            break;
+        }
+    }
+    Py_DECREF(tags.inline_tags);
+    return Py_BuildValue("(NNNN)", scores, direct, own, chars);
+failed:
+    Py_XDECREF(tags.inline_tags);
+    Py_XDECREF(scores);
+    Py_XDECREF(direct);
+    Py_XDECREF(own);
+    Py_XDECREF(chars);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"words", find_words, METH_VARARGS,
      "words(texts, prefixes, stopwords): for each text, (starts, ends, words, wide): its "
@@ -1342,6 +1893,21 @@ static PyMethodDef methods[] = {
      "evidence_at(addresses, rules, roles, itemprops): html_rules.boilerplate_evidence of "
      "the elements at these addresses (LexborNode.mem_id); NotImplemented where Python "
      "must read one."},
+    {"lexbor_tree", lexbor_tree, METH_VARARGS,
+     "lexbor_tree(path, LexborNode, text_address, text): bind the rest of Lexbor's tree "
+     "functions and selectolax's LexborNode.new, finding where the text node at "
+     "``text_address`` (its text: ``text``, UTF-8) keeps it; whether they could be."},
+    {"lexbor_node", lexbor_node, METH_VARARGS,
+     "lexbor_node(parser, address): the LexborNode of ``parser``'s tree at ``address`` "
+     "(a mem_id this module gave for that tree, while it is unchanged)."},
+    {"paragraphs_at", paragraphs_at, METH_VARARGS,
+     "paragraphs_at(root, max_nodes, inline, paragraph_like, headings, max_ancestors): "
+     "html._paragraphs, read in C: ({paragraph: (texts, link texts)}, {heading: link}) "
+     "by address."},
+    {"paragraph_scores", paragraph_scores, METH_VARARGS,
+     "paragraph_scores(paragraphs, commas, min_length, max_ancestors, chars_ancestors, "
+     "chars_budget): html._paragraph_scores, read in C: (scores, direct, own, chars) by "
+     "address."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 from types import NotImplementedType
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 __all__ = ["SPEEDUPS", "Speedups"]
 
@@ -79,6 +79,45 @@ class Speedups(Protocol):
         """``html_rules.boilerplate_evidence`` of the elements at ``addresses``
         (``LexborNode.mem_id``, of a tree alive for the call), read in C;
         NotImplemented where Python must read one (``html._marked_elements``)."""
+        ...
+
+    def lexbor_tree(self, path: str, node_type: type, text_address: int, text: bytes, /) -> bool:
+        """Bind the rest of Lexbor's tree functions and selectolax's own
+        ``LexborNode.new``, finding where the text node at ``text_address``
+        keeps its text (``text``, UTF-8, at least 64 bytes); whether they
+        could be (``html._bind_tree``)."""
+        ...
+
+    def lexbor_node(self, parser: object, address: int, /) -> Any:
+        """The selectolax ``LexborNode`` at ``address`` of ``parser``'s tree (only
+        ``html`` imports selectolax, hence Any): an address
+        this module gave for that tree, which has not changed since."""
+        ...
+
+    def paragraphs_at(
+        self,
+        root: int,
+        max_nodes: int,
+        inline: frozenset[str],
+        paragraph_like: frozenset[str],
+        headings: dict[str, int],
+        max_ancestors: int,
+        /,
+    ) -> tuple[dict[int, tuple[list[str], list[str]]], dict[int, int]]:
+        """``html._read_paragraphs`` of the element at ``root``, read in C."""
+        ...
+
+    def paragraph_scores(
+        self,
+        paragraphs: dict[int, tuple[list[str], list[str]]],
+        commas: str,
+        min_length: int,
+        max_ancestors: int,
+        chars_ancestors: int,
+        chars_budget: int,
+        /,
+    ) -> tuple[dict[int, float], dict[int, int], dict[int, int], dict[int, int]]:
+        """``html._score_paragraphs``, read in C."""
         ...
 
 

@@ -717,3 +717,97 @@ def test_the_c_speedup_reads_the_marks_pages_carry() -> None:
         ("a", "role"), ("c", "role"), ("d", "role"), ("e", "role"), ("f", "comments"),
         ("g", "overlay"), ("h", "region"), ("i", "name"),
     ]  # fmt: skip
+
+
+# -- paragraphs read in C (``_read_paragraphs``, ``_score_paragraphs``) ------------
+
+_TEXTS = st.sampled_from(
+    [
+        "A sentence of prose, with a comma, long enough to count as text.",
+        "short",
+        "   ",
+        "\u00a0\u3000",
+        "Wide，commas、here، and there",
+        "Ünïcödé words\u2028and a line separator",
+        "\ue000",
+        "x" * 120,
+    ]
+)
+_CONTAINERS = ["div", "section", "p", "td", "blockquote", "article", "main", "li", "h2", "x-card"]
+_INLINES = ["span", "b", "a href=/x", "a name=n", "em", "math", "mi", "font"]
+
+
+def _markup() -> st.SearchStrategy[str]:
+    def wrap(tags: list[str]) -> st.SearchStrategy[str]:
+        return st.tuples(st.sampled_from(tags), st.lists(children, max_size=4)).map(
+            lambda pair: f"<{pair[0]}>{''.join(pair[1])}</{pair[0].split()[0]}>"
+        )
+
+    children = st.deferred(
+        lambda: _TEXTS | st.just("<!-- a comment -->") | wrap(_INLINES) | wrap(_CONTAINERS)
+    )
+    return st.lists(children, min_size=1, max_size=6).map("".join)
+
+
+def _both_ways(body_markup: str, max_nodes: int) -> tuple[object, object]:
+    from selectolax.lexbor import LexborHTMLParser
+
+    body = LexborHTMLParser(f"<html><body>{body_markup}</body></html>").body
+    assert body is not None
+    in_c = html_mod._read_paragraphs(body, max_nodes)
+    in_python = html_mod._read_paragraphs_py(body, max_nodes)
+    assert in_c[2] is None
+    read_c = (list(in_c[0].items()), list(in_c[1].items()))
+    read_python = (list(in_python[0].items()), list(in_python[1].items()))
+    scores_c = html_mod._score_paragraphs(in_c[0], None)
+    scores_python = html_mod._score_paragraphs(in_python[0], in_python[2])
+    return (read_c, [list(part.items()) for part in scores_c]), (
+        read_python,
+        [list(part.items()) for part in scores_python],
+    )
+
+
+@pytest.mark.skipif(html_mod._TREE is None, reason="the C speedup cannot walk selectolax's tree")
+@settings(max_examples=300, deadline=None)
+@given(_markup(), st.integers(min_value=1, max_value=200))
+def test_paragraphs_are_read_and_scored_in_c_as_in_python(body: str, max_nodes: int) -> None:
+    """The same paragraphs, texts, linked headings, scores (to the last bit)
+    and sums, in the same order, within the same node budget."""
+    in_c, in_python = _both_ways(body, max_nodes)
+    assert in_c == in_python
+
+
+@pytest.mark.skipif(html_mod._TREE is None, reason="the C speedup cannot walk selectolax's tree")
+def test_paragraphs_in_c_pinned_cases() -> None:
+    """What the property meets by chance: a linked heading, text in links,
+    an anchor without href, wide spaces, commas of other scripts."""
+    body = (
+        "<div><h2><a href=/s>Story</a></h2><p>Prose, with commas, <a href=/l>and a link</a>"
+        " and <a name=x>an anchor</a>, long enough.</p><div>Bare\u00a0div，text、here، long"
+        " enough to score</div><td>cell</td></div>"
+    )
+    in_c, in_python = _both_ways(body, 10_000)
+    assert in_c == in_python
+    (paragraphs, headings), (scores, direct, own, chars) = in_c  # type: ignore[misc]
+    assert len(paragraphs) == 3 and len(headings) == 1
+    texts, links = paragraphs[0][1]
+    assert links == ["and a link"] and "an anchor" in texts
+    assert scores and direct and own and chars
+
+
+@pytest.mark.skipif(html_mod._TREE is None, reason="the C speedup cannot walk selectolax's tree")
+def test_a_node_made_in_c_is_selectolax_s() -> None:
+    from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+    tree = LexborHTMLParser("<html><body><div id=a><p>text</p></div></body></html>")
+    div = tree.css_first("#a")
+    assert div is not None and html_mod._TREE is not None
+    made = html_mod._TREE.lexbor_node(tree, div.mem_id)
+    assert isinstance(made, LexborNode)
+    assert (made.mem_id, made.tag, made.text(), made.parser is tree) == (
+        div.mem_id,
+        "div",
+        "text",
+        True,
+    )
+    assert made.parent is not None and made.parent.tag == "body"

@@ -264,6 +264,7 @@ def test_the_c_speedup_is_built_where_asked() -> None:
     from researchstore.ingest import html
 
     assert html._LEXBOR is not None, "the C speedup cannot read selectolax's tree"
+    assert html._TREE is not None, "the C speedup cannot walk selectolax's tree"
 
 
 @pytest.mark.skipif(_speedups is None, reason="the C speedup is not built")

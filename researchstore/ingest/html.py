@@ -16,7 +16,8 @@ The only module that imports selectolax. The steps:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import partial
 from itertools import islice
 from types import NotImplementedType
 from typing import NamedTuple
@@ -722,20 +723,41 @@ def _widen(node: LexborNode, chars: int, content: Callable[[LexborNode], int]) -
     return node
 
 
-def _densest(
-    body: LexborNode, max_nodes: int, *, story: bool = False
-) -> tuple[LexborNode, Callable[[LexborNode], int]] | None:
-    """The element whose paragraphs score highest (Readability's heuristic).
+#: A paragraph shorter than this (its text and links) is not scored.
+_MIN_PARAGRAPH = 25
+#: Paragraph text is summed into at most this many ancestors of its parent,
+#: and over at most ``_CHARS_BUDGET`` such steps in all.
+_CHARS_ANCESTORS = 64
+_CHARS_BUDGET = 1_000_000
 
-    A "paragraph" is the nearest non-inline element around a run of text, so
-    pages that set their text in bare ``<div>``s score like ``<p>``s; text
-    inside links counts against its paragraph. Returns the element and a
-    function giving any element's paragraph text outside links.
+#: Paragraphs by their element's address: (texts outside links, texts in links).
+Paragraphs = dict[int, tuple[list[str], list[str]]]
+
+
+def _read_paragraphs(
+    body: LexborNode, max_nodes: int
+) -> tuple[Paragraphs, dict[int, int], dict[int, LexborNode] | None]:
+    """Each "paragraph" under ``body`` with its texts, in document order: the
+    nearest non-inline element around a run of text, so pages that set their
+    text in bare ``<div>``s score like ``<p>``s. Also each heading whose text
+    runs inside a link, with the link (for the teaser cards: a CSS query
+    would walk the page again). By address (``mem_id``); read in C where it
+    can read selectolax's tree, else here, which also gives the nodes seen.
     """
-    paragraphs: dict[int, tuple[LexborNode, list[str], list[str]]] = {}
-    # Each heading whose text runs inside a link, with the link: found on
-    # the way, for the teaser cards (a CSS query would walk the page again).
-    linked_headings: dict[int, tuple[LexborNode, LexborNode]] = {}
+    if _TREE is not None:
+        paragraphs, headings = _TREE.paragraphs_at(
+            body.mem_id, max_nodes, INLINE, PARAGRAPH_LIKE, HEADINGS, _MAX_ANCESTORS
+        )
+        return paragraphs, headings, None
+    return _read_paragraphs_py(body, max_nodes)
+
+
+def _read_paragraphs_py(
+    body: LexborNode, max_nodes: int
+) -> tuple[Paragraphs, dict[int, int], dict[int, LexborNode]]:
+    paragraphs: Paragraphs = {}
+    linked_headings: dict[int, int] = {}
+    nodes: dict[int, LexborNode] = {}
     for node in islice(body.traverse(include_text=True), max_nodes):
         if not node.is_text_node:
             continue
@@ -757,65 +779,114 @@ def _densest(
                 break
             parent = parent.parent
             steps += 1
-        linked = link is not None
         if parent is None or parent.tag not in PARAGRAPH_LIKE:
             if link is not None and parent is not None and parent.tag in HEADINGS:
-                linked_headings.setdefault(parent.mem_id, (parent, link))
+                if parent.mem_id not in linked_headings:
+                    linked_headings[parent.mem_id] = link.mem_id
+                    nodes[parent.mem_id], nodes[link.mem_id] = parent, link
             continue
         entry = paragraphs.get(parent.mem_id)
         if entry is None:
-            entry = paragraphs[parent.mem_id] = (parent, [], [])
-        (entry[2] if linked else entry[1]).append(text)
-    cards = _teaser_cards(list(linked_headings.values())[:_MAX_ELEMENT_CHECKS])
+            entry = paragraphs[parent.mem_id] = ([], [])
+            nodes[parent.mem_id] = parent
+        (entry[1] if link is not None else entry[0]).append(text)
+    return paragraphs, linked_headings, nodes
+
+
+def _score_paragraphs(
+    paragraphs: Paragraphs, nodes: dict[int, LexborNode] | None
+) -> tuple[dict[int, float], dict[int, int], dict[int, int], dict[int, int]]:
+    """Readability's scores: each paragraph's, shared out to five ancestors.
+
+    Returns, by address, each scored element's score, the paragraph text
+    right under each element, each paragraph's own text outside links, and
+    the paragraph text under each element (summed upwards per parent, not
+    per paragraph, within a step budget, so it stays linear in practice).
+    In C where ``_read_paragraphs`` was (``nodes`` None), else here, adding
+    the elements scored to ``nodes``.
+    """
+    if nodes is None:
+        assert _TREE is not None
+        return _TREE.paragraph_scores(
+            paragraphs,
+            "".join(_COMMAS),
+            _MIN_PARAGRAPH,
+            _MAX_ANCESTORS,
+            _CHARS_ANCESTORS,
+            _CHARS_BUDGET,
+        )
+    scores: dict[int, float] = {}
+    direct: dict[int, int] = {}
+    own: dict[int, int] = {}
+    for key, (plain, links) in paragraphs.items():
+        text = _collapse(" ".join(plain))
+        link_chars = _collapsed_length(links) if links else 0
+        length = len(text) + link_chars
+        if length < _MIN_PARAGRAPH:
+            continue
+        commas = sum(map(text.count, _COMMAS))
+        score = (1 + commas + min(length // 100, 3)) * len(text) / length
+        own[key] = len(text)
+        parent = nodes[key].parent
+        if parent is None:
+            continue
+        direct[parent.mem_id] = direct.get(parent.mem_id, 0) + len(text)
+        nodes[parent.mem_id] = parent
+        for divider in (1, 2, 6, 9, 12):  # Readability's shares for five ancestors
+            if parent is None or parent.tag in ("html", "-document"):
+                break
+            nodes[parent.mem_id] = parent
+            scores[parent.mem_id] = scores.get(parent.mem_id, 0.0) + score / divider
+            parent = parent.parent
+    chars: dict[int, int] = {}
+    steps = 0
+    for key, length in direct.items():
+        chars[key] = chars.get(key, 0) + length
+        for ancestor in islice(_ancestors(nodes[key]), _CHARS_ANCESTORS):
+            chars[ancestor.mem_id] = chars.get(ancestor.mem_id, 0) + length
+        steps += _CHARS_ANCESTORS
+        if steps > _CHARS_BUDGET:
+            break
+    return scores, direct, own, chars
+
+
+def _densest(
+    body: LexborNode, max_nodes: int, *, story: bool = False
+) -> tuple[LexborNode, Callable[[LexborNode], int]] | None:
+    """The element whose paragraphs score highest (Readability's heuristic).
+
+    Paragraphs (``_read_paragraphs``) are scored as Readability does; text
+    inside links counts against its paragraph. Returns the element and a
+    function giving any element's paragraph text outside links.
+    """
+    paragraphs, linked_headings, nodes = _read_paragraphs(body, max_nodes)
+    node_at: Callable[[int], LexborNode]
+    if nodes is None:
+        assert _TREE is not None
+        node_at = partial(_TREE.lexbor_node, body.parser)
+    else:
+        node_at = nodes.__getitem__
+    pairs = [
+        (node_at(heading), node_at(link))
+        for heading, link in islice(linked_headings.items(), _MAX_ELEMENT_CHECKS)
+    ]
+    cards = _teaser_cards(pairs)
     if cards:
         # A teaser's excerpt reads as prose, but the story it stands for is
         # elsewhere: counted as the link it is, on a page that declares
         # itself one story or holds enough text besides; otherwise the page
         # is a listing, and its teasers are what it says.
-        teasers = [key for key, entry in paragraphs.items() if _in_card(entry[0], cards)]
-        teaser_chars = sum(len(text) for key in teasers for text in paragraphs[key][1])
-        other_chars = sum(len(text) for entry in paragraphs.values() for text in entry[1])
+        teasers = [key for key in paragraphs if _in_card(node_at(key), cards)]
+        teaser_chars = sum(len(text) for key in teasers for text in paragraphs[key][0])
+        other_chars = sum(len(text) for plain, _ in paragraphs.values() for text in plain)
         other_chars -= teaser_chars
         if other_chars and (story or other_chars * _LISTING_SHARE >= teaser_chars):
             for key in teasers:
-                paragraph, plain, links = paragraphs[key]
-                paragraphs[key] = (paragraph, [], links + plain)
-
-    scores: dict[int, tuple[float, LexborNode]] = {}
-    direct: dict[int, tuple[LexborNode, int]] = {}  # paragraph text right under an element
-    own: dict[int, int] = {}  # a paragraph's own text outside links
-    for paragraph, plain, links in paragraphs.values():
-        text = _collapse(" ".join(plain))
-        link_chars = _collapsed_length(links) if links else 0
-        length = len(text) + link_chars
-        if length < 25:
-            continue
-        commas = sum(map(text.count, _COMMAS))
-        score = (1 + commas + min(length // 100, 3)) * len(text) / length
-        own[paragraph.mem_id] = len(text)
-        parent = paragraph.parent
-        if parent is None:
-            continue
-        direct[parent.mem_id] = (parent, direct.get(parent.mem_id, (parent, 0))[1] + len(text))
-        for divider in (1, 2, 6, 9, 12):  # Readability's shares for five ancestors
-            if parent is None or parent.tag in ("html", "-document"):
-                break
-            previous = scores.get(parent.mem_id, (0.0, parent))[0]
-            scores[parent.mem_id] = (previous + score / divider, parent)
-            parent = parent.parent
+                plain, links = paragraphs[key]
+                paragraphs[key] = ([], links + plain)
+    scores, direct, own, chars = _score_paragraphs(paragraphs, nodes)
     if not scores:
         return None
-    # Paragraph text under each element, summed upwards per parent (not per
-    # paragraph) and within a step budget, so it stays linear in practice.
-    chars: dict[int, int] = {}
-    steps = 0
-    for parent, length in direct.values():
-        chars[parent.mem_id] = chars.get(parent.mem_id, 0) + length
-        for ancestor in islice(_ancestors(parent), 64):
-            chars[ancestor.mem_id] = chars.get(ancestor.mem_id, 0) + length
-        steps += 64
-        if steps > 1_000_000:
-            break
 
     def content(node: LexborNode) -> int:
         return chars.get(node.mem_id, 0) + own.get(node.mem_id, 0)
@@ -827,9 +898,10 @@ def _densest(
     # it nor any after it can be among them (a discount never raises a
     # score), and their links are not counted.
     discounted: list[tuple[float, LexborNode]] = []
-    for score, node in sorted(scores.values(), key=lambda pair: pair[0], reverse=True)[:10]:
+    for key, score in sorted(scores.items(), key=lambda item: item[1], reverse=True)[:10]:
         if len(discounted) >= 5 and score < sorted(pair[0] for pair in discounted)[-5]:
             break
+        node = node_at(key)
         discounted.append((score * (1 - link_density(node)), node))
     ranked = sorted(discounted, key=lambda pair: pair[0], reverse=True)[:5]
     top_score, top = ranked[0]
@@ -854,7 +926,7 @@ def _densest(
         if ancestor.tag == "html" or density_checks >= 10:
             break
         current, grown = chars.get(top.mem_id, 0), chars.get(ancestor.mem_id, 0)
-        beside = direct.get(ancestor.mem_id, (ancestor, 0))[1]
+        beside = direct.get(ancestor.mem_id, 0)
         added = grown - current
         if grown >= _GROW * current or (
             added > 0 and beside >= PROSE_CHARS and 2 * beside >= added
@@ -1262,3 +1334,70 @@ def _is_data_table(node: LexborNode) -> bool:
         if any(len(cell.text()) > 1000 for cell in cells):
             return False
     return widest >= 2
+
+
+def _bind_tree() -> Speedups | None:
+    """The C speedups, where they can walk selectolax's tree and make its
+    nodes (``_read_paragraphs``); else None. A page is read both ways first:
+    a Lexbor or selectolax that changed is not used."""
+    if _LEXBOR is None:
+        return None
+    import selectolax.lexbor
+
+    text = _TREE_CHECK_TEXT
+    calibration = LexborHTMLParser(f"<p>{text}</p>").body
+    if calibration is None:
+        return None
+    found = [node for node in calibration.traverse(include_text=True) if node.is_text_node]
+    try:
+        bound = _LEXBOR.lexbor_tree(
+            selectolax.lexbor.__file__, LexborNode, found[0].mem_id, text.encode()
+        )
+    except AttributeError:  # an older build of the speedups
+        return None
+    if not bound:
+        return None
+    page = LexborHTMLParser(_TREE_CHECK).body
+    assert page is not None
+    made = _LEXBOR.lexbor_node(page.parser, page.mem_id)
+    if not isinstance(made, LexborNode) or made.mem_id != page.mem_id or made.tag != "body":
+        return None
+    paragraphs, headings, nodes = _read_paragraphs_py(page, 10_000)
+    wanted = (list(paragraphs.items()), list(headings.items()))
+    read = _LEXBOR.paragraphs_at(
+        page.mem_id, 10_000, INLINE, PARAGRAPH_LIKE, HEADINGS, _MAX_ANCESTORS
+    )
+    if (list(read[0].items()), list(read[1].items())) != wanted or len(paragraphs) < 4:
+        return None
+    scores = _LEXBOR.paragraph_scores(
+        paragraphs,
+        "".join(_COMMAS),
+        _MIN_PARAGRAPH,
+        _MAX_ANCESTORS,
+        _CHARS_ANCESTORS,
+        _CHARS_BUDGET,
+    )
+    wanted_scores = _score_paragraphs(paragraphs, nodes)
+    same = _in_order(scores) == _in_order(wanted_scores)
+    return _LEXBOR if same and wanted_scores[0] else None
+
+
+def _in_order(parts: Sequence[Mapping[int, object]]) -> list[list[tuple[int, object]]]:
+    return [list(part.items()) for part in parts]
+
+
+#: Where a text node keeps its text is found with this (``lexbor_tree``).
+_TREE_CHECK_TEXT = "researchstore finds where a text node keeps this; " * 12 + "q"
+#: A page read both ways before the tree is walked in C (``_bind_tree``).
+_TREE_CHECK = (
+    "<div id=story><section><p>First, a paragraph of prose, long enough to be scored, "
+    "with <a href=/x>a link</a>, <b>bold <i>words</i></b> and <a name=n>an anchor</a>.</p>"
+    "<div>Text set in a bare div\u00a0and\u3000wide spaces，still one paragraph、counted.</div>"
+    "<p>  </p><td>a cell's text that is long enough</td></section>"
+    '<h2><a href="/more">A linked heading</a></h2>'
+    "<blockquote>Quoted text, in a quote, with commas, many commas.</blockquote>"
+    "<p><a href=/a>Only</a> <a href=/b>links</a> <a href=/c>in this one paragraph</a></p>"
+    "</div><p>Right under the body, a paragraph of its own.</p>"
+)
+
+_TREE = _bind_tree()
