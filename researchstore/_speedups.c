@@ -39,6 +39,15 @@
  *   markup_depth(text, flat) -> int
  *
  * html_rules.limit_markup's bound on how deeply a page's tags nest.
+ *
+ *   lexbor_bind, evidence_at; lexbor_tree, lexbor_node, paragraphs_at,
+ *   paragraph_scores, walk_blocks, list_text
+ *
+ * Read selectolax's own tree (Lexbor's functions, which its module exports):
+ * the attributes that mark chrome, the paragraphs the densest element is
+ * chosen by, and the walk that turns the chosen element into blocks, as
+ * html.py does in Python. html.py binds them only after reading a page both
+ * ways; tests hold the two alike on any markup.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -1692,6 +1701,30 @@ static int measure(PyObject *parts, Py_ssize_t *chars, Py_ssize_t *words, PyObje
         const void *data = PyUnicode_DATA(part);
         Py_ssize_t size = PyUnicode_GET_LENGTH(part);
         int in_word = 0;
+        if (PyUnicode_IS_ASCII(part)) {
+            /* The common case, a byte at a time: the commas past ASCII are
+               none of its characters. */
+            const unsigned char *bytes = data;
+            unsigned char is_comma[128] = {0};
+            for (Py_ssize_t k = 0; k < comma_size; k++) {
+                Py_UCS4 c = PyUnicode_READ(comma_kind, comma_data, k);
+                if (c < 128) {
+                    is_comma[c] = 1;
+                }
+            }
+            for (Py_ssize_t i = 0; i < size; i++) {
+                unsigned char c = bytes[i];
+                if (is_python_space(c)) {
+                    in_word = 0;
+                    continue;
+                }
+                letters++;
+                runs += !in_word;
+                in_word = 1;
+                found += is_comma[c];
+            }
+            continue;
+        }
         for (Py_ssize_t i = 0; i < size; i++) {
             Py_UCS4 c = PyUnicode_READ(kind, data, i);
             if (c < 128 ? is_python_space((unsigned char)c) : Py_UNICODE_ISSPACE(c)) {
@@ -1864,6 +1897,970 @@ failed:
     return NULL;
 }
 
+/* -- html._Walker.walk, in C ----------------------------------------------------- */
+
+/* What the walk does with an element, by its tag (``walk_kind``). */
+enum {
+    W_SKIP,    /* a comment, the document, a node with no tag name */
+    W_OTHER,   /* any other element: a container, walked into */
+    W_INLINE,  /* phrasing content: its children are walked */
+    W_LINK,    /* <a>: a link where it has an href, else phrasing content */
+    W_VOID,    /* skipped with what it holds */
+    W_BR,      /* a line break */
+    W_LEAF,    /* a block of phrasing content, read in one go */
+    W_HEADING, /* h1-h6 */
+    W_PYTHON,  /* lists, definitions, code, tables: read by _Walker._block_at */
+};
+#define W_KIND 0x0f
+#define W_FIGCAPTION 0x10
+#define W_BLOCKQUOTE 0x20
+#define W_TABLE 0x40
+#define W_READ 0x80
+#define W_LEVEL_SHIFT 8 /* h1-h6: the level in bits 8-10 */
+#define W_LIST 0x800    /* ul, ol, menu (html_tags.LISTS) */
+#define W_ORDERED 0x1000
+#define W_ITEM 0x2000 /* li */
+
+typedef struct {
+    PyObject *inline_tags, *void_skip, *leaf_blocks, *headings, *python_tags, *lists;
+    unsigned short cache[TAG_CACHE];
+} WalkTags;
+
+static int name_is(const unsigned char *name, size_t length, const char *word) {
+    size_t n = strlen(word);
+    return length == n && memcmp(name, word, n) == 0;
+}
+
+static int walk_kind(WalkTags *tags, LxbNode *node) {
+    if (lxb.type(node) != LXB_ELEMENT_NODE) {
+        return W_SKIP;
+    }
+    uintptr_t id = tree.tag_id(node);
+    if (id < TAG_CACHE && tags->cache[id]) {
+        return tags->cache[id] & ~W_READ;
+    }
+    size_t length = 0;
+    const unsigned char *name = tree.qualified_name(node, &length);
+    int kind = W_SKIP;
+    if (name != NULL && length > 0 && name[0] != '-') {
+        PyObject *text = PyUnicode_DecodeUTF8((const char *)name, (Py_ssize_t)length, "replace");
+        if (text == NULL) {
+            return -1;
+        }
+        PyObject *level = NULL;
+        int found;
+        if (name_is(name, length, "a")) {
+            kind = W_LINK;
+        } else if ((found = PySequence_Contains(tags->inline_tags, text)) != 0) {
+            kind = found < 0 ? -1 : W_INLINE;
+        } else if ((found = PySequence_Contains(tags->void_skip, text)) != 0) {
+            kind = found < 0 ? -1 : W_VOID;
+        } else if (name_is(name, length, "br")) {
+            kind = W_BR;
+        } else if ((found = PySequence_Contains(tags->leaf_blocks, text)) != 0) {
+            kind = found < 0 ? -1 : W_LEAF | (name_is(name, length, "figcaption") ? W_FIGCAPTION : 0);
+        } else if ((level = PyDict_GetItemWithError(tags->headings, text)) != NULL) {
+            long value = PyLong_AsLong(level);
+            kind = value == -1 && PyErr_Occurred() ? -1 : W_HEADING | (int)(value << W_LEVEL_SHIFT);
+        } else if (PyErr_Occurred()) {
+            kind = -1;
+        } else if ((found = PySequence_Contains(tags->python_tags, text)) != 0) {
+            int listed = found < 0 ? -1 : PySequence_Contains(tags->lists, text);
+            kind = listed < 0 ? -1
+                              : W_PYTHON | (listed ? W_LIST : 0) |
+                                    (name_is(name, length, "ol") ? W_ORDERED : 0) |
+                                    (name_is(name, length, "li") ? W_ITEM : 0);
+        } else if (name_is(name, length, "table")) {
+            kind = W_PYTHON | W_TABLE;
+        } else {
+            kind = W_OTHER | (name_is(name, length, "blockquote") ? W_BLOCKQUOTE : 0);
+        }
+        Py_DECREF(text);
+        if (kind < 0) {
+            return -1;
+        }
+    }
+    if (id < TAG_CACHE) {
+        tags->cache[id] = (unsigned short)(kind | W_READ);
+    }
+    return kind;
+}
+
+typedef struct {
+    char *data;
+    size_t size, capacity;
+} Buffer;
+
+static int buffer_add(Buffer *buffer, const void *data, size_t size) {
+    if (buffer->size + size > buffer->capacity) {
+        size_t capacity = buffer->capacity ? buffer->capacity : 256;
+        while (capacity < buffer->size + size) {
+            capacity *= 2;
+        }
+        char *grown = PyMem_Realloc(buffer->data, capacity);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        buffer->data = grown;
+        buffer->capacity = capacity;
+    }
+    memcpy(buffer->data + buffer->size, data, size);
+    buffer->size += size;
+    return 0;
+}
+
+/* A text node's bytes (none where it holds no text). */
+static void text_bytes(LxbNode *node, const unsigned char **data, size_t *size) {
+    LxbStr str;
+    memcpy(&str, (const unsigned char *)node + tree.text_at, sizeof str);
+    *data = str.data;
+    *size = str.data == NULL ? 0 : str.length;
+}
+
+/* LexborNode.text(): the bytes of every text node under ``node``, in order. */
+static int add_text_under(Buffer *buffer, LxbNode *node) {
+    LxbNode *root = node;
+    LxbNode *at = tree.first_child(root);
+    while (at != NULL) {
+        if (lxb.type(at) == LXB_TEXT_NODE) {
+            const unsigned char *data;
+            size_t size;
+            text_bytes(at, &data, &size);
+            if (size && buffer_add(buffer, data, size) < 0) {
+                return -1;
+            }
+        }
+        LxbNode *child = tree.first_child(at);
+        if (child != NULL) {
+            at = child;
+            continue;
+        }
+        while (at != root && tree.next(at) == NULL) {
+            at = tree.parent(at);
+        }
+        at = at == root ? NULL : tree.next(at);
+    }
+    return 0;
+}
+
+static int all_ascii(const char *data, size_t size) {
+    for (size_t i = 0; i < size; i++) {
+        if ((unsigned char)data[i] >= 0x80) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* len(_collapse(text)) of UTF-8 bytes. */
+static Py_ssize_t collapsed_length(const char *data, size_t size) {
+    if (all_ascii(data, size)) {
+        Py_ssize_t letters = 0, runs = 0;
+        int in_word = 0;
+        for (size_t i = 0; i < size; i++) {
+            if (is_python_space((unsigned char)data[i])) {
+                in_word = 0;
+            } else {
+                letters++;
+                runs += !in_word;
+                in_word = 1;
+            }
+        }
+        return runs ? letters + runs - 1 : 0;
+    }
+    PyObject *text = PyUnicode_DecodeUTF8(data, (Py_ssize_t)size, "replace");
+    if (text == NULL) {
+        return -1;
+    }
+    PyObject *parts = PyList_New(1);
+    if (parts == NULL) {
+        Py_DECREF(text);
+        return -1;
+    }
+    PyList_SET_ITEM(parts, 0, text);
+    Py_ssize_t chars, words;
+    int status = measure(parts, &chars, &words, NULL, NULL);
+    Py_DECREF(parts);
+    return status < 0 ? -1 : chars;
+}
+
+/* html_rules.join_lines([text]) of UTF-8 bytes: an ASCII text has one line,
+   its whitespace collapsed here; any other is Python's to join. */
+static PyObject *joined(const char *data, size_t size, PyObject *join_lines) {
+    if (all_ascii(data, size)) {
+        PyObject *text = PyUnicode_New((Py_ssize_t)size, 127);
+        if (text == NULL) {
+            return NULL;
+        }
+        Py_UCS1 *out = PyUnicode_1BYTE_DATA(text);
+        Py_ssize_t length = 0;
+        int in_word = 0;
+        for (size_t i = 0; i < size; i++) {
+            unsigned char c = (unsigned char)data[i];
+            if (is_python_space(c)) {
+                in_word = 0;
+                continue;
+            }
+            if (!in_word && length) {
+                out[length++] = ' ';
+            }
+            in_word = 1;
+            out[length++] = c;
+        }
+        if (length == (Py_ssize_t)size) {
+            return text;
+        }
+        PyObject *cut = PyUnicode_Substring(text, 0, length);
+        Py_DECREF(text);
+        return cut;
+    }
+    PyObject *text = PyUnicode_DecodeUTF8(data, (Py_ssize_t)size, "replace");
+    if (text == NULL) {
+        return NULL;
+    }
+    PyObject *parts = PyList_New(1);
+    if (parts == NULL) {
+        Py_DECREF(text);
+        return NULL;
+    }
+    PyList_SET_ITEM(parts, 0, text);
+    PyObject *result = PyObject_CallOneArg(join_lines, parts);
+    Py_DECREF(parts);
+    return result;
+}
+
+typedef struct {
+    PyObject *walker, *blocks, *shares, *headings, *quotes, *path, *parser;
+    PyObject *block_type, *join_lines, *heading_control;
+    PyObject *kinds[4]; /* "paragraph", "heading"; "\n" and " " for headings */
+    Buffer parts;
+    int has_parts;
+    Py_ssize_t link_chars, budget;
+    int limited;
+} Walk;
+
+enum { K_PARAGRAPH, K_HEADING };
+
+static PyObject *walk_path(Walk *w) {
+    if (w->path == NULL) {
+        Py_ssize_t count = PyList_GET_SIZE(w->headings);
+        PyObject *path = PyTuple_New(count);
+        if (path == NULL) {
+            return NULL;
+        }
+        for (Py_ssize_t i = 0; i < count; i++) {
+            PyObject *text = PyTuple_GET_ITEM(PyList_GET_ITEM(w->headings, i), 1);
+            PyTuple_SET_ITEM(path, i, Py_NewRef(text));
+        }
+        w->path = path;
+    }
+    return w->path;
+}
+
+/* _Walker._emit: a block, unless its text is empty. Steals ``text``. */
+static int walk_emit(Walk *w, PyObject *text, int kind, Py_ssize_t link_chars) {
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    if (length == 0) {
+        Py_DECREF(text);
+        return 0;
+    }
+    PyObject *path = walk_path(w);
+    PyObject *block = path == NULL ? NULL
+                                   : PyObject_CallFunctionObjArgs(w->block_type, text,
+                                                                  w->kinds[kind], path, NULL);
+    Py_DECREF(text);
+    if (block == NULL) {
+        return -1;
+    }
+    double share = (double)link_chars / (double)length;
+    PyObject *share_object = PyFloat_FromDouble(share < 1.0 ? share : 1.0);
+    int status = share_object == NULL || PyList_Append(w->blocks, block) < 0 ||
+                         PyList_Append(w->shares, share_object) < 0
+                     ? -1
+                     : 0;
+    Py_DECREF(block);
+    Py_XDECREF(share_object);
+    return status;
+}
+
+static int walk_flush(Walk *w) {
+    int status = 0;
+    if (w->has_parts) {
+        PyObject *text = joined(w->parts.data, w->parts.size, w->join_lines);
+        w->parts.size = 0;
+        w->has_parts = 0;
+        status = text == NULL ? -1 : walk_emit(w, text, K_PARAGRAPH, w->link_chars);
+    }
+    w->link_chars = 0;
+    return status;
+}
+
+/* Hand Python the walk's state before calling it, and take it back after. */
+static int walk_lend(Walk *w) {
+    PyObject *budget = PyLong_FromSsize_t(w->budget);
+    int status = budget == NULL ? -1 : PyObject_SetAttrString(w->walker, "_budget", budget);
+    Py_XDECREF(budget);
+    if (status == 0) {
+        status = PyObject_SetAttrString(w->walker, "_path_cache", w->path ? w->path : Py_None);
+    }
+    if (status == 0) {
+        status = PyObject_SetAttrString(w->walker, "limited", w->limited ? Py_True : Py_False);
+    }
+    return status;
+}
+
+static int walk_take_back(Walk *w) {
+    PyObject *budget = PyObject_GetAttrString(w->walker, "_budget");
+    PyObject *limited = PyObject_GetAttrString(w->walker, "limited");
+    PyObject *path = PyObject_GetAttrString(w->walker, "_path_cache");
+    int status = -1;
+    if (budget != NULL && limited != NULL && path != NULL) {
+        w->budget = PyLong_AsSsize_t(budget);
+        w->limited = PyObject_IsTrue(limited);
+        if (!(w->budget == -1 && PyErr_Occurred()) && w->limited >= 0) {
+            Py_XSETREF(w->path, path == Py_None ? NULL : Py_NewRef(path));
+            status = 0;
+        }
+    }
+    Py_XDECREF(budget);
+    Py_XDECREF(limited);
+    Py_XDECREF(path);
+    return status;
+}
+
+/* walker.method() or walker.method(argument), the state lent. */
+static PyObject *walk_call(Walk *w, const char *method, PyObject *argument) {
+    if (walk_lend(w) < 0) {
+        return NULL;
+    }
+    PyObject *name = PyUnicode_FromString(method);
+    if (name == NULL) {
+        return NULL;
+    }
+    PyObject *result = argument == NULL
+                           ? PyObject_CallMethodNoArgs(w->walker, name)
+                           : PyObject_CallMethodOneArg(w->walker, name, argument);
+    Py_DECREF(name);
+    if (result != NULL && walk_take_back(w) < 0) {
+        Py_CLEAR(result);
+    }
+    return result;
+}
+
+/* _leaf_text: an element's text as joined lines. */
+static PyObject *leaf_text(Walk *w, LxbNode *node, Buffer *scratch) {
+    scratch->size = 0;
+    if (add_text_under(scratch, node) < 0) {
+        return NULL;
+    }
+    return joined(scratch->data, scratch->size, w->join_lines);
+}
+
+
+/* _phrase_link_chars: the collapsed text of each link in ``node``'s subtree. */
+static Py_ssize_t phrase_link_chars(WalkTags *tags, LxbNode *node, Buffer *scratch) {
+    Py_ssize_t total = 0;
+    LxbNode *root = node, *at = node;
+    while (at != NULL) {
+        int kind = lxb.type(at) == LXB_TEXT_NODE ? W_SKIP : walk_kind(tags, at);
+        if (kind < 0) {
+            return -1;
+        }
+        if ((kind & W_KIND) == W_LINK && has_href(at)) {
+            scratch->size = 0;
+            if (add_text_under(scratch, at) < 0) {
+                return -1;
+            }
+            Py_ssize_t chars = collapsed_length(scratch->data, scratch->size);
+            if (chars < 0) {
+                return -1;
+            }
+            total += chars;
+        }
+        LxbNode *child = tree.first_child(at);
+        if (child != NULL) {
+            at = child;
+            continue;
+        }
+        while (at != root && tree.next(at) == NULL) {
+            at = tree.parent(at);
+        }
+        at = at == root ? NULL : tree.next(at);
+    }
+    return total;
+}
+
+typedef struct {
+    LxbNode *node;
+    int leaving;
+} Step;
+
+static PyObject *walk_blocks(PyObject *module, PyObject *args) {
+    PyObject *walker, *parser, *rules;
+    size_t root_address, end_address;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "OOnnO!:walk_blocks", &walker, &parser, &root_address,
+                          &end_address, &PyTuple_Type, &rules)) {
+        return NULL;
+    }
+    WalkTags tags;
+    Walk w;
+    memset(&w, 0, sizeof w);
+    Py_ssize_t prose_chars;
+    if (!tree.bound || root_address == 0 ||
+        !PyArg_ParseTuple(rules, "OOOO!OOOOOnOOOO:walk_blocks rules", &tags.inline_tags,
+                          &tags.void_skip, &tags.leaf_blocks, &PyDict_Type, &tags.headings,
+                          &tags.python_tags, &tags.lists, &w.block_type, &w.join_lines,
+                          &w.heading_control, &prose_chars, &w.kinds[0], &w.kinds[1],
+                          &w.kinds[2], &w.kinds[3])) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_RuntimeError, "walk_blocks: lexbor_tree first, and a root");
+        }
+        return NULL;
+    }
+    memset(tags.cache, 0, sizeof tags.cache);
+    w.walker = walker;
+    w.parser = parser;
+    Buffer scratch = {NULL, 0, 0};
+    Step *stack = NULL;
+    Py_ssize_t depth = 0, room = 0;
+    PyObject *result = NULL;
+    w.blocks = PyObject_GetAttrString(walker, "blocks");
+    w.shares = PyObject_GetAttrString(walker, "link_shares");
+    w.headings = PyObject_GetAttrString(walker, "_headings");
+    w.quotes = PyObject_GetAttrString(walker, "_quotes");
+    if (w.blocks == NULL || w.shares == NULL || w.headings == NULL || w.quotes == NULL ||
+        !PyList_Check(w.blocks) || !PyList_Check(w.shares) || !PyList_Check(w.headings) ||
+        !PyList_Check(w.quotes) || walk_take_back(&w) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "walk_blocks: not a _Walker");
+        }
+        goto done;
+    }
+    LxbNode *end = (LxbNode *)end_address;
+    room = 64;
+    stack = PyMem_Malloc(sizeof(Step) * (size_t)room);
+    if (stack == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    stack[depth++] = (Step){(LxbNode *)root_address, 0};
+    while (depth > 0 && !w.limited) {
+        Step step = stack[--depth];
+        LxbNode *node = step.node;
+        if (step.leaving) {
+            if (walk_flush(&w) < 0) {
+                goto done;
+            }
+            int kind = walk_kind(&tags, node);
+            if (kind < 0) {
+                goto done;
+            }
+            if ((kind & W_BLOCKQUOTE) && PyList_GET_SIZE(w.quotes) > 0) {
+                PyObject *closed = walk_call(&w, "_close_quote", NULL);
+                if (closed == NULL) {
+                    goto done;
+                }
+                Py_DECREF(closed);
+            }
+            if (node == end) {
+                break;
+            }
+            continue;
+        }
+        if (--w.budget < 0) {
+            w.limited = 1;
+            break;
+        }
+        if (lxb.type(node) == LXB_TEXT_NODE) {
+            const unsigned char *data;
+            size_t size;
+            text_bytes(node, &data, &size);
+            if (size && buffer_add(&w.parts, data, size) < 0) {
+                goto done;
+            }
+            w.has_parts = 1;
+            continue;
+        }
+        int kind = walk_kind(&tags, node);
+        if (kind < 0) {
+            goto done;
+        }
+        int push = 0;
+        switch (kind & W_KIND) {
+        case W_SKIP:
+        case W_VOID:
+            break;
+        case W_LINK:
+            if (has_href(node)) {
+                size_t before = w.parts.size;
+                if (add_text_under(&w.parts, node) < 0) {
+                    goto done;
+                }
+                w.has_parts = 1;
+                Py_ssize_t chars = collapsed_length(w.parts.data + before, w.parts.size - before);
+                if (chars < 0) {
+                    goto done;
+                }
+                w.link_chars += chars;
+                break;
+            }
+            push = 1;
+            break;
+        case W_INLINE:
+            push = 1;
+            break;
+        case W_BR:
+            if (buffer_add(&w.parts, "\xee\x80\x80", 3) < 0) { /* BREAK, U+E000 */
+                goto done;
+            }
+            w.has_parts = 1;
+            break;
+        case W_LEAF: {
+            if (walk_flush(&w) < 0) {
+                goto done;
+            }
+            PyObject *text = leaf_text(&w, node, &scratch);
+            if (text == NULL) {
+                goto done;
+            }
+            if ((kind & W_FIGCAPTION) && PyUnicode_GET_LENGTH(text) < prose_chars) {
+                Py_DECREF(text);
+                break;
+            }
+            Py_ssize_t chars = phrase_link_chars(&tags, node, &scratch);
+            if (chars < 0) {
+                Py_DECREF(text);
+                goto done;
+            }
+            if (walk_emit(&w, text, K_PARAGRAPH, chars) < 0) {
+                goto done;
+            }
+            break;
+        }
+        case W_HEADING: {
+            long level = kind >> W_LEVEL_SHIFT;
+            PyObject *text = leaf_text(&w, node, &scratch);
+            if (text == NULL) {
+                goto done;
+            }
+            Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+            if (PyUnicode_FindChar(text, '\n', 0, length, 1) >= 0) {
+                Py_SETREF(text, PyUnicode_Replace(text, w.kinds[2], w.kinds[3], -1));
+                if (text == NULL) {
+                    goto done;
+                }
+                length = PyUnicode_GET_LENGTH(text);
+            }
+            if (length && PyUnicode_READ_CHAR(text, length - 1) == ']') {
+                PyObject *node_object = tree.new_node(node, w.parser);
+                if (node_object == NULL) {
+                    Py_DECREF(text);
+                    goto done;
+                }
+                PyObject *kept = PyObject_CallFunctionObjArgs(w.heading_control, node_object,
+                                                              text, NULL);
+                Py_DECREF(node_object);
+                Py_SETREF(text, kept);
+                if (text == NULL) {
+                    goto done;
+                }
+                length = PyUnicode_GET_LENGTH(text);
+            }
+            if (length == 0) {
+                Py_DECREF(text);
+                break;
+            }
+            if (walk_flush(&w) < 0) {
+                Py_DECREF(text);
+                goto done;
+            }
+            Py_ssize_t count;
+            while ((count = PyList_GET_SIZE(w.headings)) > 0) {
+                PyObject *last = PyTuple_GET_ITEM(PyList_GET_ITEM(w.headings, count - 1), 0);
+                long last_level = PyLong_AsLong(last);
+                if (last_level < level) {
+                    break;
+                }
+                if (PyList_SetSlice(w.headings, count - 1, count, NULL) < 0) {
+                    Py_DECREF(text);
+                    goto done;
+                }
+            }
+            Py_CLEAR(w.path);
+            Py_INCREF(text);
+            if (walk_emit(&w, text, K_HEADING, 0) < 0) {
+                Py_DECREF(text);
+                goto done;
+            }
+            PyObject *entry = Py_BuildValue("(lN)", level, text);
+            if (entry == NULL || PyList_Append(w.headings, entry) < 0) {
+                Py_XDECREF(entry);
+                goto done;
+            }
+            Py_DECREF(entry);
+            Py_CLEAR(w.path);
+            break;
+        }
+        case W_PYTHON: {
+            if (walk_flush(&w) < 0) {
+                goto done;
+            }
+            PyObject *node_object = tree.new_node(node, w.parser);
+            if (node_object == NULL) {
+                goto done;
+            }
+            PyObject *handled = walk_call(&w, "_block_at", node_object);
+            Py_DECREF(node_object);
+            if (handled == NULL) {
+                goto done;
+            }
+            int done_there = PyObject_IsTrue(handled);
+            Py_DECREF(handled);
+            if (done_there < 0) {
+                goto done;
+            }
+            if (done_there || !(kind & W_TABLE)) {
+                break;
+            }
+            /* A table for layout: a container. */
+            push = 2;
+            break;
+        }
+        default: /* W_OTHER */
+            push = 2;
+            break;
+        }
+        if (push == 2) {
+            if (walk_flush(&w) < 0) {
+                goto done;
+            }
+            if (kind & W_BLOCKQUOTE) {
+                PyObject *path = walk_path(&w);
+                PyObject *quote = path == NULL ? NULL
+                                               : Py_BuildValue("(nO)", PyList_GET_SIZE(w.blocks),
+                                                               path);
+                if (quote == NULL || PyList_Append(w.quotes, quote) < 0) {
+                    Py_XDECREF(quote);
+                    goto done;
+                }
+                Py_DECREF(quote);
+            }
+        }
+        if (push) {
+            Py_ssize_t children = 0;
+            for (LxbNode *child = tree.first_child(node); child; child = tree.next(child)) {
+                children++;
+            }
+            if (depth + children + 1 > room) {
+                while (depth + children + 1 > room) {
+                    room *= 2;
+                }
+                Step *grown = PyMem_Realloc(stack, sizeof(Step) * (size_t)room);
+                if (grown == NULL) {
+                    PyErr_NoMemory();
+                    goto done;
+                }
+                stack = grown;
+            }
+            if (push == 2) {
+                stack[depth++] = (Step){node, 1};
+            }
+            Py_ssize_t at = depth + children;
+            for (LxbNode *child = tree.first_child(node); child; child = tree.next(child)) {
+                stack[--at] = (Step){child, 0};
+            }
+            depth += children;
+        }
+    }
+    if (walk_flush(&w) < 0) {
+        goto done;
+    }
+    while (PyList_GET_SIZE(w.quotes) > 0) {
+        PyObject *closed = walk_call(&w, "_close_quote", NULL);
+        if (closed == NULL) {
+            goto done;
+        }
+        Py_DECREF(closed);
+    }
+    if (walk_lend(&w) < 0) {
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_Free(stack);
+    PyMem_Free(scratch.data);
+    PyMem_Free(w.parts.data);
+    Py_XDECREF(w.blocks);
+    Py_XDECREF(w.shares);
+    Py_XDECREF(w.headings);
+    Py_XDECREF(w.quotes);
+    Py_XDECREF(w.path);
+    return result;
+}
+
+/* The number an <ol start> gives: int(value or 1), 1 where it is no int. */
+static PyObject *list_start(LxbNode *element) {
+    const unsigned char *value = NULL;
+    size_t value_length = 0;
+    for (LxbAttr *attr = lxb.first_attribute(element); attr != NULL;
+         attr = lxb.next_attribute(attr)) {
+        size_t length = 0;
+        const unsigned char *name = tree.attribute_qualified_name(attr, &length);
+        if (name != NULL && name_is(name, length, "start")) {
+            value = lxb.attribute_value(attr, &value_length); /* the last wins, as in a dict */
+        }
+    }
+    if (value == NULL || value_length == 0) {
+        return PyLong_FromLong(1);
+    }
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)value, (Py_ssize_t)value_length,
+                                          "replace");
+    if (text == NULL) {
+        return NULL;
+    }
+    PyObject *number = PyLong_FromUnicodeObject(text, 10);
+    Py_DECREF(text);
+    if (number == NULL && PyErr_ExceptionMatches(PyExc_ValueError)) {
+        PyErr_Clear();
+        return PyLong_FromLong(1);
+    }
+    return number;
+}
+
+typedef struct {
+    int ordered;
+    PyObject *next;
+} OpenList;
+
+typedef struct {
+    PyObject *lines, *marker, *join_lines, *newline, *space;
+    Buffer parts;
+    int indent, open;
+} ListLines;
+
+/* _Walker._list's flush: the item's text, as a line. */
+static int list_flush(ListLines *l) {
+    PyObject *text = joined(l->parts.data, l->parts.size, l->join_lines);
+    l->parts.size = 0;
+    if (text == NULL) {
+        return -1;
+    }
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    if (PyUnicode_FindChar(text, '\n', 0, length, 1) >= 0) {
+        Py_SETREF(text, PyUnicode_Replace(text, l->newline, l->space, -1));
+        if (text == NULL) {
+            return -1;
+        }
+    }
+    if (PyUnicode_GET_LENGTH(text) == 0) {
+        Py_DECREF(text);
+        return 0;
+    }
+    PyObject *line;
+    if (l->marker != NULL || l->open) {
+        char indent[2 * 8 + 1];
+        memset(indent, ' ', (size_t)(2 * l->indent));
+        indent[2 * l->indent] = '\0';
+        line = l->marker != NULL ? PyUnicode_FromFormat("%s%U%U", indent, l->marker, text)
+                                 : PyUnicode_FromFormat("%s  %U", indent, text);
+    } else {
+        line = Py_NewRef(text);
+    }
+    Py_DECREF(text);
+    if (line == NULL || PyList_Append(l->lines, line) < 0) {
+        Py_XDECREF(line);
+        return -1;
+    }
+    Py_DECREF(line);
+    Py_CLEAR(l->marker);
+    return 0;
+}
+
+static PyObject *list_text(PyObject *module, PyObject *args) {
+    PyObject *walker, *rules;
+    size_t root_address;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "OnO!:list_text", &walker, &root_address, &PyTuple_Type,
+                          &rules)) {
+        return NULL;
+    }
+    WalkTags tags;
+    PyObject *block_type, *heading_control, *paragraph, *heading;
+    Py_ssize_t prose_chars;
+    ListLines l;
+    memset(&l, 0, sizeof l);
+    if (!tree.bound || root_address == 0 ||
+        !PyArg_ParseTuple(rules, "OOOO!OOOOOnOOOO:list_text rules", &tags.inline_tags,
+                          &tags.void_skip, &tags.leaf_blocks, &PyDict_Type, &tags.headings,
+                          &tags.python_tags, &tags.lists, &block_type, &l.join_lines,
+                          &heading_control, &prose_chars, &paragraph, &heading, &l.newline,
+                          &l.space)) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_RuntimeError, "list_text: lexbor_tree first, and a root");
+        }
+        return NULL;
+    }
+    memset(tags.cache, 0, sizeof tags.cache);
+    PyObject *budget_object = PyObject_GetAttrString(walker, "_budget");
+    if (budget_object == NULL) {
+        return NULL;
+    }
+    Py_ssize_t budget = PyLong_AsSsize_t(budget_object);
+    Py_DECREF(budget_object);
+    if (budget == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    int limited = 0;
+    PyObject *result = NULL;
+    Step *stack = NULL;
+    OpenList *lists = NULL;
+    Py_ssize_t depth = 0, room = 64, list_room = 8;
+    l.lines = PyList_New(0);
+    stack = PyMem_Malloc(sizeof(Step) * (size_t)room);
+    lists = PyMem_Malloc(sizeof(OpenList) * (size_t)list_room);
+    if (l.lines == NULL || stack == NULL || lists == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_NoMemory();
+        }
+        goto done;
+    }
+    stack[depth++] = (Step){(LxbNode *)root_address, 0};
+    while (depth > 0) {
+        Step step = stack[--depth];
+        LxbNode *node = step.node;
+        unsigned int type = lxb.type(node);
+        int kind = type == LXB_ELEMENT_NODE ? walk_kind(&tags, node) : W_SKIP;
+        if (kind < 0) {
+            goto done;
+        }
+        if (step.leaving) {
+            if (list_flush(&l) < 0) {
+                goto done;
+            }
+            if ((kind & W_LIST) && l.open > 0) {
+                l.open--;
+                Py_DECREF(lists[l.open].next);
+            } else if (kind & W_ITEM) {
+                Py_CLEAR(l.marker);
+            }
+            continue;
+        }
+        if (--budget < 0) {
+            limited = 1;
+            break;
+        }
+        if (type == LXB_TEXT_NODE) {
+            const unsigned char *data;
+            size_t size;
+            text_bytes(node, &data, &size);
+            if (size && buffer_add(&l.parts, data, size) < 0) {
+                goto done;
+            }
+            continue;
+        }
+        if (type != LXB_ELEMENT_NODE || (kind & W_KIND) == W_VOID) {
+            continue;
+        }
+        int leaves = 1;
+        if ((kind & W_KIND) == W_INLINE || (kind & W_KIND) == W_LINK) {
+            leaves = 0;
+        } else {
+            if (list_flush(&l) < 0) {
+                goto done;
+            }
+            if (kind & W_LIST) {
+                if (l.open == list_room) {
+                    list_room *= 2;
+                    OpenList *grown = PyMem_Realloc(lists, sizeof(OpenList) * (size_t)list_room);
+                    if (grown == NULL) {
+                        PyErr_NoMemory();
+                        goto done;
+                    }
+                    lists = grown;
+                }
+                PyObject *start = list_start(node);
+                if (start == NULL) {
+                    goto done;
+                }
+                lists[l.open++] = (OpenList){(kind & W_ORDERED) != 0, start};
+            } else if (kind & W_ITEM) {
+                int level = l.open - 1 > 0 ? l.open - 1 : 0;
+                l.indent = level < 8 ? level : 8;
+                Py_CLEAR(l.marker);
+                if (l.open > 0 && lists[l.open - 1].ordered) {
+                    OpenList *list = &lists[l.open - 1];
+                    l.marker = PyUnicode_FromFormat("%S. ", list->next);
+                    PyObject *one = PyLong_FromLong(1);
+                    PyObject *next = one == NULL ? NULL : PyNumber_Add(list->next, one);
+                    Py_XDECREF(one);
+                    if (l.marker == NULL || next == NULL) {
+                        Py_XDECREF(next);
+                        goto done;
+                    }
+                    Py_SETREF(list->next, next);
+                } else {
+                    l.marker = PyUnicode_FromString("- ");
+                    if (l.marker == NULL) {
+                        goto done;
+                    }
+                }
+            }
+        }
+        Py_ssize_t children = 0;
+        for (LxbNode *child = tree.first_child(node); child; child = tree.next(child)) {
+            children++;
+        }
+        if (depth + children + 1 > room) {
+            while (depth + children + 1 > room) {
+                room *= 2;
+            }
+            Step *grown = PyMem_Realloc(stack, sizeof(Step) * (size_t)room);
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            stack = grown;
+        }
+        if (leaves) {
+            stack[depth++] = (Step){node, 1};
+        }
+        Py_ssize_t at = depth + children;
+        for (LxbNode *child = tree.first_child(node); child; child = tree.next(child)) {
+            stack[--at] = (Step){child, 0};
+        }
+        depth += children;
+    }
+    if (list_flush(&l) < 0) {
+        goto done;
+    }
+    PyObject *left = PyLong_FromSsize_t(budget);
+    if (left == NULL || PyObject_SetAttrString(walker, "_budget", left) < 0 ||
+        (limited && PyObject_SetAttrString(walker, "limited", Py_True) < 0)) {
+        Py_XDECREF(left);
+        goto done;
+    }
+    Py_DECREF(left);
+    PyObject *separator = PyUnicode_FromString("\n");
+    if (separator != NULL) {
+        result = PyUnicode_Join(separator, l.lines);
+        Py_DECREF(separator);
+    }
+done:
+    if (lists != NULL) {
+        for (int i = 0; i < l.open; i++) {
+            Py_DECREF(lists[i].next);
+        }
+    }
+    PyMem_Free(lists);
+    PyMem_Free(stack);
+    PyMem_Free(l.parts.data);
+    Py_XDECREF(l.lines);
+    Py_XDECREF(l.marker);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"words", find_words, METH_VARARGS,
      "words(texts, prefixes, stopwords): for each text, (starts, ends, words, wide): its "
@@ -1908,6 +2905,13 @@ static PyMethodDef methods[] = {
      "paragraph_scores(paragraphs, commas, min_length, max_ancestors, chars_ancestors, "
      "chars_budget): html._paragraph_scores, read in C: (scores, direct, own, chars) by "
      "address."},
+    {"walk_blocks", walk_blocks, METH_VARARGS,
+     "walk_blocks(walker, parser, root, stop_after, rules): html._Walker.walk of the element "
+     "at ``root`` (``stop_after``: an address, or 0), into the walker's blocks; lists, "
+     "definitions, code and tables are its _block_at's (``rules``: html._WALK_RULES)."},
+    {"list_text", list_text, METH_VARARGS,
+     "list_text(walker, root, rules): html._Walker._list of the element at ``root``, "
+     "spending the walker's node budget (``rules``: html._WALK_RULES)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -120,6 +120,25 @@ class Speedups(Protocol):
         """``html._score_paragraphs``, read in C."""
         ...
 
+    def walk_blocks(
+        self,
+        walker: object,
+        parser: object,
+        root: int,
+        stop_after: int,
+        rules: tuple[object, ...],
+        /,
+    ) -> None:
+        """``html._Walker.walk`` of the element at ``root`` (``stop_after``: an
+        element's address, or 0), into ``walker``'s blocks; its ``_block_at``
+        reads lists, definitions, code and tables (``rules``: html._WALK_RULES)."""
+        ...
+
+    def list_text(self, walker: object, root: int, rules: tuple[object, ...], /) -> str:
+        """``html._Walker._list`` of the element at ``root``, spending ``walker``'s
+        node budget (``rules``: html._WALK_RULES)."""
+        ...
+
 
 def _load() -> Speedups | None:
     """The built extension, held to ``Speedups`` (the one statement of its types)."""

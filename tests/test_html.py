@@ -811,3 +811,104 @@ def test_a_node_made_in_c_is_selectolax_s() -> None:
         True,
     )
     assert made.parent is not None and made.parent.tag == "body"
+
+
+# -- the walk in C (``walk_blocks``, ``list_text``) --------------------------------
+
+_WALK_TEXTS = st.sampled_from(
+    [
+        "Prose, with a comma.",
+        "  spaced   out  ",
+        "\u00a0wide\u3000space",
+        "line\ue000break",
+        "[edit]",
+        "x" * 90,
+        "",
+    ]
+)
+_WALK_CONTAINERS = [
+    "div", "section", "p", "figcaption", "blockquote", "h2", "h3", "ul", "ol", "ol start=4",
+    "ol start=x", "menu", "li", "dl", "dt", "dd", "pre", "table", "tr", "td", "th", "caption",
+    "summary", "address", "x-card", "table role=presentation",
+]  # fmt: skip
+_WALK_INLINES = ["span", "a href=/x", "a", "b", "img", "br", "math", "mi", "annotation"]
+
+
+def _walk_markup() -> st.SearchStrategy[str]:
+    def wrap(tags: list[str]) -> st.SearchStrategy[str]:
+        return st.tuples(st.sampled_from(tags), st.lists(children, max_size=4)).map(
+            lambda pair: f"<{pair[0]}>{''.join(pair[1])}</{pair[0].split()[0]}>"
+        )
+
+    children = st.deferred(
+        lambda: _WALK_TEXTS | st.just("<!-- c -->") | wrap(_WALK_INLINES) | wrap(_WALK_CONTAINERS)
+    )
+    return st.lists(children, min_size=1, max_size=6).map("".join)
+
+
+def _walks(body_markup: str, max_nodes: int, stop_at: int | None) -> tuple[object, object]:
+    from selectolax.lexbor import LexborHTMLParser
+
+    body = LexborHTMLParser(f"<html><body>{body_markup}</body></html>").body
+    assert body is not None
+    elements = list(body.traverse())
+    stop = elements[stop_at % len(elements)] if stop_at is not None else None
+    in_c = html_mod._Walker(max_nodes)
+    in_c.walk(body, stop_after=stop)
+    tree = html_mod._TREE
+    try:
+        html_mod._TREE = None
+        in_python = html_mod._Walker(max_nodes)
+        in_python.walk(body, stop_after=stop)
+    finally:
+        html_mod._TREE = tree
+    return (
+        (in_c.blocks, in_c.link_shares, in_c.limited, in_c._budget, in_c._headings),
+        (in_python.blocks, in_python.link_shares, in_python.limited, in_python._budget,
+         in_python._headings),
+    )  # fmt: skip
+
+
+@pytest.mark.skipif(html_mod._TREE is None, reason="the C speedup cannot walk selectolax's tree")
+@settings(max_examples=400, deadline=None)
+@given(
+    _walk_markup(),
+    st.integers(min_value=1, max_value=120),
+    st.none() | st.integers(min_value=0, max_value=50),
+)
+def test_the_walk_in_c_gives_python_s_blocks(
+    body: str, max_nodes: int, stop_at: int | None
+) -> None:
+    """The same blocks (text, kind, headings above), link shares, node budget
+    left and headings, for any markup, budget and place to stop."""
+    in_c, in_python = _walks(body, max_nodes, stop_at)
+    assert in_c == in_python
+
+
+@pytest.mark.skipif(html_mod._TREE is None, reason="the C speedup cannot walk selectolax's tree")
+def test_the_walk_in_c_pinned_cases() -> None:
+    """What the property meets by chance, pinned: nested and numbered lists,
+    an edit link after a heading, a quote, a credit under a picture, a data
+    table and one for layout, code, definitions."""
+    body = (
+        "<h2>Aims [<a href=/e>edit</a>]</h2><ol start=9><li>nine<ul><li>inner</li></ul></li>"
+        "<li>ten</li></ol><blockquote><p>Quoted.</p><p>Twice, <a href=/q>linked</a>.</p>"
+        "</blockquote><figure><figcaption>Credit</figcaption></figure>"
+        "<table><tr><td>a</td><td>b</td></tr></table><table><tr><td>layout</td></tr></table>"
+        "<pre>  kept\n  as is</pre><dl><dt>term</dt><dd>meaning</dd></dl>"
+        "<h3>two\ue000lines</h3>tail<br>text"
+    )
+    in_c, in_python = _walks(body, 10_000, None)
+    assert in_c == in_python
+    blocks = in_c[0]  # type: ignore[index]
+    assert [(block.text, block.kind) for block in blocks] == [
+        ("Aims", "heading"),
+        ("9. nine\n  - inner\n10. ten", "list"),
+        ("Quoted.\nTwice, linked.", "quote"),
+        ("a | b", "table"),
+        ("layout", "paragraph"),
+        ("  kept\n  as is", "code"),
+        ("term\n  meaning", "list"),
+        ("two lines", "heading"),
+        ("tail\ntext", "paragraph"),
+    ]

@@ -104,6 +104,9 @@ _BIND_CHECK = (
 
 
 _LEXBOR = _bind_lexbor()
+#: The C speedups where they can also walk selectolax's tree (``_bind_tree``,
+#: at the end of this module).
+_TREE: Speedups | None = None
 
 #: How many elements with an id, class, role... are looked at for boilerplate.
 _MAX_CANDIDATES = 20_000
@@ -1082,9 +1085,20 @@ class _Walker:
         self._link_chars = 0
 
     def walk(self, root: LexborNode | None, *, stop_after: LexborNode | None = None) -> None:
-        """Walk ``root``'s subtree; with ``stop_after``, stop where that element ends."""
+        """Walk ``root``'s subtree; with ``stop_after``, stop where that element ends.
+
+        In C where it can walk selectolax's tree (``_block_at`` reads lists,
+        definitions, code and tables for it), else here: the same blocks.
+        """
         if root is None:
             return
+        if _TREE is not None and not self._parts and not self._link_chars:
+            end_address = stop_after.mem_id if stop_after is not None else 0
+            _TREE.walk_blocks(self, root.parser, root.mem_id, end_address, _WALK_RULES)
+            return
+        self._walk_py(root, stop_after=stop_after)
+
+    def _walk_py(self, root: LexborNode, *, stop_after: LexborNode | None = None) -> None:
         end = stop_after.mem_id if stop_after is not None else None
         stack: list[tuple[LexborNode, bool]] = [(root, False)]
         while stack and not self.limited:
@@ -1132,15 +1146,9 @@ class _Walker:
                 self._emit(text, "paragraph", _phrase_link_chars(node))
             elif tag in HEADINGS:
                 self._heading(node, HEADINGS[tag])
-            elif tag in LISTS or tag == "li":
+            elif tag in _READ_BY_BLOCK_AT:
                 self._flush()
-                self._emit(self._list(node), "list", _link_chars(node))
-            elif tag == "dl":
-                self._flush()
-                self._emit(self._definitions(node), "list", _link_chars(node))
-            elif tag == "pre":
-                self._flush()
-                self._emit(_code_text(node), "code")
+                self._block_at(node)
             elif tag == "table" and _is_data_table(node):
                 self._flush()
                 self._table(node)
@@ -1153,6 +1161,22 @@ class _Walker:
         self._flush()
         while self._quotes:  # the budget ran out inside a quote
             self._close_quote()
+
+    def _block_at(self, node: LexborNode) -> bool:
+        """Read a list, definitions, code or a data table (the walk has
+        flushed its paragraph); False for a table that lays out the page."""
+        tag = node.tag
+        if tag == "table":
+            if not _is_data_table(node):
+                return False
+            self._table(node)
+        elif tag == "dl":
+            self._emit(self._definitions(node), "list", _link_chars(node))
+        elif tag == "pre":
+            self._emit(_code_text(node), "code")
+        else:
+            self._emit(self._list(node), "list", _link_chars(node))
+        return True
 
     def _leave(self, node: LexborNode) -> None:
         self._flush()
@@ -1184,7 +1208,15 @@ class _Walker:
         self._path_cache = None
 
     def _list(self, node: LexborNode) -> str:
-        """A list as lines: ``- item`` / ``1. item``, nested lists indented."""
+        """A list as lines: ``- item`` / ``1. item``, nested lists indented.
+
+        In C where the walk is (``walk_blocks``), else here: the same lines.
+        """
+        if _TREE is not None:
+            return _TREE.list_text(self, node.mem_id, _WALK_RULES)
+        return self._list_py(node)
+
+    def _list_py(self, node: LexborNode) -> str:
         lines: list[str] = []
         parts: list[str] = []
         lists: list[list[int]] = []  # per open list: [ordered, next number]
@@ -1336,6 +1368,27 @@ def _is_data_table(node: LexborNode) -> bool:
     return widest >= 2
 
 
+#: Read by ``_Walker._block_at``, whole (a table only when it holds data).
+_READ_BY_BLOCK_AT = LISTS | {"li", "dl", "pre"}
+#: What ``walk_blocks`` needs to walk as ``_Walker.walk`` does.
+_WALK_RULES = (
+    INLINE,
+    VOID_SKIP,
+    LEAF_BLOCKS,
+    HEADINGS,
+    _READ_BY_BLOCK_AT,
+    LISTS,
+    Block,
+    join_lines,
+    _without_heading_control,
+    PROSE_CHARS,
+    "paragraph",
+    "heading",
+    "\n",
+    " ",
+)
+
+
 def _bind_tree() -> Speedups | None:
     """The C speedups, where they can walk selectolax's tree and make its
     nodes (``_read_paragraphs``); else None. A page is read both ways first:
@@ -1379,7 +1432,20 @@ def _bind_tree() -> Speedups | None:
     )
     wanted_scores = _score_paragraphs(paragraphs, nodes)
     same = _in_order(scores) == _in_order(wanted_scores)
-    return _LEXBOR if same and wanted_scores[0] else None
+    if not same or not wanted_scores[0]:
+        return None
+    global _TREE
+    walked = _Walker(10_000)
+    _TREE = _LEXBOR  # its lists too
+    try:
+        walked.walk(page)
+    finally:
+        _TREE = None
+    wanted_walk = _Walker(10_000)
+    wanted_walk._walk_py(page)
+    if (walked.blocks, walked.link_shares) != (wanted_walk.blocks, wanted_walk.link_shares):
+        return None
+    return _LEXBOR if len({block.kind for block in walked.blocks}) == 6 else None
 
 
 def _in_order(parts: Sequence[Mapping[int, object]]) -> list[list[tuple[int, object]]]:
@@ -1398,6 +1464,11 @@ _TREE_CHECK = (
     "<blockquote>Quoted text, in a quote, with commas, many commas.</blockquote>"
     "<p><a href=/a>Only</a> <a href=/b>links</a> <a href=/c>in this one paragraph</a></p>"
     "</div><p>Right under the body, a paragraph of its own.</p>"
+    "<h3>Lists [<a href=/e>edit</a>]</h3><ul><li>one<ol start=3><li>three</li></ol></li></ul>"
+    "<dl><dt>term</dt><dd>its meaning</dd></dl><pre>  code\n   kept</pre>"
+    "<table><tr><th>a</th><th>b</th></tr><tr><td>1</td><td>2</td></tr></table>"
+    "<h4>two\ue000lines</h4><figure><figcaption>A credit</figcaption></figure>"
+    "line<br>broken <img alt=x> here"
 )
 
 _TREE = _bind_tree()
