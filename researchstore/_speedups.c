@@ -40,8 +40,8 @@
  *
  * html_rules.limit_markup's bound on how deeply a page's tags nest.
  *
- *   lexbor_bind, evidence_at; lexbor_tree, lexbor_node, paragraphs_at,
- *   paragraph_scores, walk_blocks, list_text
+ *   lexbor_bind, evidence_at; lexbor_tree, lexbor_node, elements_at, ancestor_in,
+ *   paragraphs_at, paragraph_scores, walk_blocks, list_text
  *
  * Read selectolax's own tree (Lexbor's functions, which its module exports):
  * the attributes that mark chrome, the paragraphs the densest element is
@@ -2861,6 +2861,122 @@ done:
     return result;
 }
 
+/* html._Elements: the elements under ``root`` (itself included) whose tag is
+   one of ``wanted``, in document order, as (tag, LexborNode). */
+static PyObject *elements_at(PyObject *module, PyObject *args) {
+    PyObject *parser, *wanted;
+    size_t root_address;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "OnO:elements_at", &parser, &root_address, &wanted)) {
+        return NULL;
+    }
+    if (!tree.bound || root_address == 0) {
+        PyErr_SetString(PyExc_RuntimeError, "elements_at: lexbor_tree first, and a root");
+        return NULL;
+    }
+    /* Per tag id: 0 not read yet, 1 not wanted, 2 wanted (its name in names). */
+    unsigned char seen[TAG_CACHE];
+    PyObject *names[TAG_CACHE];
+    memset(seen, 0, sizeof seen);
+    PyObject *found = PyList_New(0);
+    if (found == NULL) {
+        return NULL;
+    }
+    LxbNode *root = (LxbNode *)root_address;
+    LxbNode *node = root;
+    int failed = 0;
+    while (node != NULL && !failed) {
+        if (lxb.type(node) == LXB_ELEMENT_NODE) {
+            uintptr_t id = tree.tag_id(node);
+            PyObject *name = NULL; /* a new reference when wanted */
+            if (id < TAG_CACHE && seen[id]) {
+                name = seen[id] == 2 ? Py_NewRef(names[id]) : NULL;
+            } else {
+                size_t length = 0;
+                const unsigned char *raw = tree.qualified_name(node, &length);
+                int in = 0;
+                if (raw != NULL) {
+                    name = PyUnicode_DecodeUTF8((const char *)raw, (Py_ssize_t)length, "replace");
+                    in = name == NULL ? -1 : PySequence_Contains(wanted, name);
+                }
+                if (in < 0) {
+                    Py_XDECREF(name);
+                    failed = 1;
+                    break;
+                }
+                if (!in) {
+                    Py_CLEAR(name);
+                }
+                if (id < TAG_CACHE) {
+                    seen[id] = in ? 2 : 1;
+                    if (in) {
+                        PyUnicode_InternInPlace(&name);
+                        names[id] = name; /* borrowed from the list below, which holds it */
+                    }
+                }
+            }
+            if (name != NULL) {
+                PyObject *element = tree.new_node(node, parser);
+                PyObject *pair = element == NULL ? NULL : PyTuple_Pack(2, name, element);
+                Py_XDECREF(element);
+                if (pair == NULL || PyList_Append(found, pair) < 0) {
+                    Py_XDECREF(pair);
+                    Py_DECREF(name);
+                    failed = 1;
+                    break;
+                }
+                Py_DECREF(pair);
+                Py_DECREF(name);
+            }
+        }
+        LxbNode *child = tree.first_child(node);
+        if (child != NULL) {
+            node = child;
+            continue;
+        }
+        while (node != root && tree.next(node) == NULL) {
+            node = tree.parent(node);
+        }
+        node = node == root ? NULL : tree.next(node);
+    }
+    if (failed) {
+        Py_DECREF(found);
+        return NULL;
+    }
+    return found;
+}
+
+/* Whether one of the first ``steps`` ancestors of the node at ``address`` is
+   at one of ``addresses`` (a set): any(p.mem_id in addresses for p in
+   islice(html._ancestors(node), steps)). */
+static PyObject *ancestor_in(PyObject *module, PyObject *args) {
+    size_t address;
+    PyObject *addresses;
+    Py_ssize_t steps;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "nO!n:ancestor_in", &address, &PySet_Type, &addresses, &steps)) {
+        return NULL;
+    }
+    if (!tree.bound || address == 0) {
+        PyErr_SetString(PyExc_RuntimeError, "ancestor_in: lexbor_tree first, and an address");
+        return NULL;
+    }
+    LxbNode *parent = tree.parent((LxbNode *)address);
+    for (Py_ssize_t i = 0; i < steps && parent != NULL; i++) {
+        PyObject *key = address_of(parent);
+        int in = key == NULL ? -1 : PySet_Contains(addresses, key);
+        Py_XDECREF(key);
+        if (in < 0) {
+            return NULL;
+        }
+        if (in) {
+            Py_RETURN_TRUE;
+        }
+        parent = tree.parent(parent);
+    }
+    Py_RETURN_FALSE;
+}
+
 static PyMethodDef methods[] = {
     {"words", find_words, METH_VARARGS,
      "words(texts, prefixes, stopwords): for each text, (starts, ends, words, wide): its "
@@ -2912,6 +3028,12 @@ static PyMethodDef methods[] = {
     {"list_text", list_text, METH_VARARGS,
      "list_text(walker, root, rules): html._Walker._list of the element at ``root``, "
      "spending the walker's node budget (``rules``: html._WALK_RULES)."},
+    {"elements_at", elements_at, METH_VARARGS,
+     "elements_at(parser, root, wanted): html._Elements: the elements at and under ``root`` "
+     "whose tag is one of ``wanted``, in document order, as (tag, LexborNode)."},
+    {"ancestor_in", ancestor_in, METH_VARARGS,
+     "ancestor_in(address, addresses, steps): whether one of the first ``steps`` ancestors "
+     "of the node at ``address`` is at one of ``addresses`` (a set)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -139,6 +139,16 @@ class Speedups(Protocol):
         node budget (``rules``: html._WALK_RULES)."""
         ...
 
+    def elements_at(self, parser: object, root: int, wanted: frozenset[str], /) -> list[Any]:
+        """The elements at and under ``root`` whose tag is one of ``wanted``, in
+        document order, as (tag, selectolax ``LexborNode``) (``html._Elements``)."""
+        ...
+
+    def ancestor_in(self, address: int, addresses: set[int], steps: int, /) -> bool:
+        """Whether one of the first ``steps`` ancestors of the node at ``address``
+        is at one of ``addresses`` (``html._ancestor_in``)."""
+        ...
+
 
 def _load() -> Speedups | None:
     """The built extension, held to ``Speedups`` (the one statement of its types)."""

@@ -912,3 +912,47 @@ def test_the_walk_in_c_pinned_cases() -> None:
         ("two lines", "heading"),
         ("tail\ntext", "paragraph"),
     ]
+
+
+# -- elements by tag, and ancestors, in C -------------------------------------------
+
+_ELEMENT_TAGS = [
+    "div", "span", "script", "style", "nav", "br", "meta", "time", "title", "h1", "header",
+    "form", "template", "svg", "x-card", "p", "footer", "noscript",
+]  # fmt: skip
+
+
+@pytest.mark.skipif(html_mod._TREE is None, reason="the C speedup cannot walk selectolax's tree")
+@settings(max_examples=300, deadline=None)
+@given(
+    st.recursive(
+        st.sampled_from(["text", "", "<!-- c -->"]),
+        lambda inner: st.tuples(st.sampled_from(_ELEMENT_TAGS), st.lists(inner, max_size=4)).map(
+            lambda pair: f"<{pair[0]}>{''.join(pair[1])}</{pair[0]}>"
+        ),
+        max_leaves=30,
+    ),
+    st.integers(min_value=1, max_value=32),
+)
+def test_elements_and_ancestors_in_c_as_in_python(markup: str, steps: int) -> None:
+    """``_Elements`` finds the same elements in the same order both ways, and
+    ``_ancestor_in`` answers as the Python walk up does."""
+    from selectolax.lexbor import LexborHTMLParser
+
+    tree = LexborHTMLParser(f"<html><head></head><body>{markup}</body></html>")
+    in_c = html_mod._Elements(tree)
+    lexbor = html_mod._TREE
+    try:
+        html_mod._TREE = None
+        in_python = html_mod._Elements(tree)
+        nodes = list(tree.root.traverse(include_text=True)) if tree.root else []
+        marked = {node.mem_id for node in nodes[::3]}
+        wanted = [html_mod._ancestor_in(node, marked, steps) for node in nodes]
+    finally:
+        html_mod._TREE = lexbor
+    assert [node.mem_id for node in in_c.dropped] == [node.mem_id for node in in_python.dropped]
+    for tag in html_mod._READ_TAGS:
+        assert [node.mem_id for node in in_c.tagged(tag)] == [
+            node.mem_id for node in in_python.tagged(tag)
+        ]
+    assert [html_mod._ancestor_in(node, marked, steps) for node in nodes] == wanted

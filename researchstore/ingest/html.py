@@ -16,7 +16,7 @@ The only module that imports selectolax. The steps:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from itertools import islice
 from types import NotImplementedType
@@ -70,6 +70,7 @@ _GROW = 1.5
 _DROP_OR_BREAK = frozenset((*DROP_TAGS, "br"))
 #: Elements the steps read by their tag (``_Elements``).
 _READ_TAGS = frozenset(("meta", "time", "script", "title", "h1", "template", "header", "form"))
+_WANTED_TAGS = _DROP_OR_BREAK | _READ_TAGS
 _ATTRIBUTE_SELECTOR = (
     f":is([class],[id],[role],[aria-label],[aria-modal],[itemprop],[itemtype])"
     f":not({','.join(NEVER_BOILERPLATE)})"
@@ -422,6 +423,13 @@ def _ancestors(node: LexborNode) -> Iterator[LexborNode]:
         parent = parent.parent
 
 
+def _ancestor_in(node: LexborNode, addresses: set[int], steps: int) -> bool:
+    """Whether one of the node's first ``steps`` ancestors is at one of ``addresses``."""
+    if _TREE is not None:
+        return _TREE.ancestor_in(node.mem_id, addresses, steps)
+    return any(parent.mem_id in addresses for parent in islice(_ancestors(node), steps))
+
+
 def _has_ancestor(node: LexborNode, tags: tuple[str, ...]) -> bool:
     return any(
         parent.tag in tags or parent.attributes.get("role") == "main" for parent in _ancestors(node)
@@ -445,8 +453,12 @@ class _Elements:
         root = tree.root
         if root is None:
             return
-        for node in root.traverse():
-            tag = node.tag
+        found: Iterable[tuple[str | None, LexborNode]]
+        if _TREE is not None:  # in C: a node made only for each element wanted
+            found = _TREE.elements_at(tree, root.mem_id, _WANTED_TAGS)
+        else:
+            found = ((node.tag, node) for node in root.traverse())
+        for tag, node in found:
             if tag in _DROP_OR_BREAK:
                 self.dropped.append(node)
             if tag in _READ_TAGS:
@@ -584,7 +596,7 @@ def _drop_boilerplate(
         node: LexborNode, *, hidden: bool = False, evidence: str = "role"
     ) -> None:
         # Inside a subtree already removed: gone with it, nothing to check.
-        if removed and any(parent.mem_id in removed for parent in islice(_ancestors(node), 32)):
+        if removed and _ancestor_in(node, removed, 32):
             removed.add(node.mem_id)
         elif hidden and node.mem_id not in article_holders:
             # Hidden is what the page says outright, unlike a class name: it
@@ -1410,10 +1422,27 @@ def _bind_tree() -> Speedups | None:
         return None
     if not bound:
         return None
-    page = LexborHTMLParser(_TREE_CHECK).body
-    assert page is not None
+    whole = LexborHTMLParser(
+        "<html><head><title>t</title><meta name=a content=b><script>s</script></head>"
+        f"<body>{_TREE_CHECK}<nav>n</nav><form><header>h<br>i</header></form></body></html>"
+    )
+    page, root = whole.body, whole.root
+    assert page is not None and root is not None
     made = _LEXBOR.lexbor_node(page.parser, page.mem_id)
     if not isinstance(made, LexborNode) or made.mem_id != page.mem_id or made.tag != "body":
+        return None
+    elements = [(node.tag, node.mem_id) for node in root.traverse() if node.tag in _WANTED_TAGS]
+    read_elements = _LEXBOR.elements_at(whole, root.mem_id, _WANTED_TAGS)
+    if [(tag, node.mem_id) for tag, node in read_elements] != elements or len(elements) < 7:
+        return None
+    deep = whole.css_first("header")
+    assert deep is not None
+    lineage = {node.mem_id for node in _ancestors(deep)}
+    if not _LEXBOR.ancestor_in(deep.mem_id, {page.mem_id}, 32) or _LEXBOR.ancestor_in(
+        deep.mem_id, {deep.mem_id, page.mem_id}, 1
+    ):
+        return None
+    if page.mem_id not in lineage:
         return None
     paragraphs, headings, nodes = _read_paragraphs_py(page, 10_000)
     wanted = (list(paragraphs.items()), list(headings.items()))
