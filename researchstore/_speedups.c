@@ -41,7 +41,7 @@
  * html_rules.limit_markup's bound on how deeply a page's tags nest.
  *
  *   lexbor_bind, evidence_at; lexbor_tree, lexbor_node, elements_at, ancestor_in,
- *   paragraphs_at, paragraph_scores, walk_blocks, list_text
+ *   paragraphs_at, paragraph_scores, link_chars_at, walk_blocks, list_text
  *
  * Read selectolax's own tree (Lexbor's functions, which its module exports):
  * the attributes that mark chrome, the paragraphs the densest element is
@@ -2977,6 +2977,80 @@ static PyObject *ancestor_in(PyObject *module, PyObject *args) {
     Py_RETURN_FALSE;
 }
 
+/* Code points of UTF-8 bytes as LexborNode.text() decodes them. */
+static Py_ssize_t decoded_length(Buffer *buffer) {
+    if (all_ascii(buffer->data, buffer->size)) {
+        return (Py_ssize_t)buffer->size;
+    }
+    PyObject *text = PyUnicode_DecodeUTF8(buffer->data, (Py_ssize_t)buffer->size, "replace");
+    if (text == NULL) {
+        return -1;
+    }
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    Py_DECREF(text);
+    return length;
+}
+
+static int has_href_named(LxbNode *element) {
+    /* As the CSS selector [href] reads it: by local name (xlink:href too). */
+    for (LxbAttr *attr = lxb.first_attribute(element); attr != NULL;
+         attr = lxb.next_attribute(attr)) {
+        size_t length = 0;
+        const unsigned char *name = lxb.attribute_name(attr, &length);
+        if (name != NULL && name_is(name, length, "href")) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* html._LinkDensity: (len(node.text()), the len(link.text()) of each of
+   node.css("a[href]"), itself included, summed). */
+static PyObject *link_chars_at(PyObject *module, PyObject *args) {
+    size_t address;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "n:link_chars_at", &address)) {
+        return NULL;
+    }
+    if (!tree.bound || address == 0) {
+        PyErr_SetString(PyExc_RuntimeError, "link_chars_at: lexbor_tree first, and an address");
+        return NULL;
+    }
+    LxbNode *root = (LxbNode *)address;
+    Buffer buffer = {NULL, 0, 0};
+    Py_ssize_t total = -1, linked = 0;
+    if (add_text_under(&buffer, root) < 0 || (total = decoded_length(&buffer)) < 0) {
+        PyMem_Free(buffer.data);
+        return NULL;
+    }
+    for (LxbNode *at = root; at != NULL && total > 0;) {
+        if (lxb.type(at) == LXB_ELEMENT_NODE) {
+            size_t length = 0;
+            const unsigned char *name = tree.qualified_name(at, &length);
+            if (name != NULL && name_is(name, length, "a") && has_href_named(at)) {
+                buffer.size = 0;
+                Py_ssize_t chars;
+                if (add_text_under(&buffer, at) < 0 || (chars = decoded_length(&buffer)) < 0) {
+                    PyMem_Free(buffer.data);
+                    return NULL;
+                }
+                linked += chars;
+            }
+        }
+        LxbNode *child = tree.first_child(at);
+        if (child != NULL) {
+            at = child;
+            continue;
+        }
+        while (at != root && tree.next(at) == NULL) {
+            at = tree.parent(at);
+        }
+        at = at == root ? NULL : tree.next(at);
+    }
+    PyMem_Free(buffer.data);
+    return Py_BuildValue("(nn)", total, linked);
+}
+
 static PyMethodDef methods[] = {
     {"words", find_words, METH_VARARGS,
      "words(texts, prefixes, stopwords): for each text, (starts, ends, words, wide): its "
@@ -3034,6 +3108,9 @@ static PyMethodDef methods[] = {
     {"ancestor_in", ancestor_in, METH_VARARGS,
      "ancestor_in(address, addresses, steps): whether one of the first ``steps`` ancestors "
      "of the node at ``address`` is at one of ``addresses`` (a set)."},
+    {"link_chars_at", link_chars_at, METH_VARARGS,
+     "link_chars_at(address): the element's text length, and its links' (a[href], itself "
+     "included) summed (html._LinkDensity)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -149,6 +149,11 @@ class Speedups(Protocol):
         is at one of ``addresses`` (``html._ancestor_in``)."""
         ...
 
+    def link_chars_at(self, address: int, /) -> tuple[int, int]:
+        """The element's text length, and the lengths of the texts of its links
+        (``a[href]``, itself included) summed (``html._LinkDensity``)."""
+        ...
+
 
 def _load() -> Speedups | None:
     """The built extension, held to ``Speedups`` (the one statement of its types)."""

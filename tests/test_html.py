@@ -956,3 +956,26 @@ def test_elements_and_ancestors_in_c_as_in_python(markup: str, steps: int) -> No
             node.mem_id for node in in_python.tagged(tag)
         ]
     assert [html_mod._ancestor_in(node, marked, steps) for node in nodes] == wanted
+
+
+@pytest.mark.skipif(html_mod._TREE is None, reason="the C speedup cannot walk selectolax's tree")
+@settings(max_examples=200, deadline=None)
+@given(_markup())
+def test_link_density_in_c_as_in_python(body: str) -> None:
+    """``_LinkDensity`` reads the same share of every element's text in links
+    both ways: links as the CSS selector ``a[href]`` finds them (an SVG
+    link's ``xlink:href`` too, the element itself too)."""
+    from selectolax.lexbor import LexborHTMLParser
+
+    markup = f"{body}<svg><a xlink:href=/s>svg link</a></svg><a href=/w><div>{body}</div></a>"
+    tree = LexborHTMLParser(f"<html><body>{markup}</body></html>")
+    nodes = list(tree.root.traverse()) if tree.root else []
+    in_c = html_mod._LinkDensity()
+    lexbor = html_mod._TREE
+    try:
+        html_mod._TREE = None
+        in_python = html_mod._LinkDensity()
+        wanted = [in_python(node) for node in nodes]
+    finally:
+        html_mod._TREE = lexbor
+    assert [in_c(node) for node in nodes] == wanted
