@@ -19,20 +19,29 @@ _counter = 0
 
 def new_id() -> str:
     """Return a new UUIDv7 string, monotonic within this process."""
+    return new_ids(1)[0]
+
+
+def new_ids(count: int) -> list[str]:
+    """``count`` new UUIDv7 strings, in order, their random bits read at once."""
     global _last_ms, _counter
-    now_ms = time.time_ns() // 1_000_000
-    if now_ms <= _last_ms:
-        _counter += 1
-        if _counter > 0xFFF:  # 12-bit sequence exhausted: borrow the next millisecond
-            _last_ms += 1
+    randomness = os.urandom(8 * count)
+    ids = []
+    for at in range(0, 8 * count, 8):
+        now_ms = time.time_ns() // 1_000_000
+        if now_ms <= _last_ms:
+            _counter += 1
+            if _counter > 0xFFF:  # 12-bit sequence exhausted: borrow the next millisecond
+                _last_ms += 1
+                _counter = 0
+            now_ms = _last_ms
+        else:
+            _last_ms = now_ms
             _counter = 0
-        now_ms = _last_ms
-    else:
-        _last_ms = now_ms
-        _counter = 0
-    rand = int.from_bytes(os.urandom(8), "big") & 0x3FFFFFFFFFFFFFFF
-    value = (now_ms << 80) | (0x7 << 76) | (_counter << 64) | (0b10 << 62) | rand
-    return _spelled(f"{value:032x}")
+        rand = int.from_bytes(randomness[at : at + 8], "big") & 0x3FFFFFFFFFFFFFFF
+        value = (now_ms << 80) | (0x7 << 76) | (_counter << 64) | (0b10 << 62) | rand
+        ids.append(_spelled(f"{value:032x}"))
+    return ids
 
 
 def canonical_uuid(value: str) -> str | None:

@@ -7,7 +7,8 @@ The pipeline writes those to SQLite. Nothing here imports a heavy dependency.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from operator import attrgetter
 from typing import Any, Literal
 
 from researchstore.kinds import DocumentKind
@@ -83,3 +84,13 @@ class ChunkDraft:
     #: Offsets of ``text`` in the document's full text (``document_text``).
     char_start: int = 0
     char_end: int = 0
+
+    def __reduce__(self) -> tuple[type[ChunkDraft], tuple[Any, ...]]:
+        # Pickled (from an ingest worker) as its fields, in order: the
+        # dataclass default for a frozen class with slots sets them one at a
+        # time in Python, a sixth of what the main process spent on a
+        # worker's results.
+        return (ChunkDraft, _chunk_fields(self))
+
+
+_chunk_fields = attrgetter(*(item.name for item in fields(ChunkDraft)))

@@ -22,7 +22,7 @@ from researchstore.db import last_pending_seq, queue_pending, read_meta, write_m
 from researchstore.derived import IndexedChunk, index_title
 from researchstore.errors import InvalidInput
 from researchstore.forwarding import prune_history, retire_report_chunks
-from researchstore.ids import new_id
+from researchstore.ids import new_id, new_ids
 from researchstore.ingest.discovery import REPORT_FILE, ReportSource
 from researchstore.ingest.model import ChunkDraft, ParsedDocument
 from researchstore.ingest.prepare import (
@@ -260,7 +260,12 @@ class ReportWriter:
             ),
         )
         document_rowid = cursor.lastrowid
-        chunk_ids = [new_id() for _ in document.drafts]
+        chunk_ids = new_ids(len(document.drafts))
+        # A document's chunks share few heading paths: each spelled once.
+        paths: dict[tuple[str, ...], str | None] = {(): None}
+        for draft in document.drafts:
+            if draft.heading_path not in paths:
+                paths[draft.heading_path] = json.dumps(draft.heading_path, ensure_ascii=False)
         conn.executemany(
             "INSERT INTO chunks (chunk_id, document_rowid, report_id, position, status, text, "
             "token_count, heading_path, start_ms, end_ms, char_start, char_end) "
@@ -273,9 +278,7 @@ class ReportWriter:
                     draft.position,
                     draft.text,
                     draft.token_count,
-                    json.dumps(draft.heading_path, ensure_ascii=False)
-                    if draft.heading_path
-                    else None,
+                    paths[draft.heading_path],
                     draft.start_ms,
                     draft.end_ms,
                     draft.char_start,
