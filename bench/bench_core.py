@@ -913,6 +913,13 @@ def main(argv: list[str] | None = None) -> int:
         "other processes leave the CPUs idle (0: do not wait)",
     )
     parser.add_argument("--profile-ingest", type=Path, help="cProfile the ingest into FILE")
+    parser.add_argument(
+        "--ingest-tries",
+        type=int,
+        default=3,
+        help="run the bare building blocks and the ingest, one after the other, this many "
+        "times; the median ratio is the figure (default 3)",
+    )
     for phase in ("ingest", "ingest-baseline", "lookups", "search", "search-baseline", "rebuild"):
         parser.add_argument(f"--skip-{phase}", action="store_true")
     # Internal: the children.
@@ -981,9 +988,8 @@ def run(args: argparse.Namespace, workdir: Path) -> int:
         drop_written_pages()
         log(f"  (corpus read into the page cache in {time.perf_counter() - seconds:.1f} s)")
 
-    bare = None
-    if not args.skip_ingest_baseline:
-        log("ingest baseline (bare building blocks, fresh process) ...")
+    def run_bare(attempt: str) -> dict[str, Any]:
+        log(f"ingest baseline{attempt} (bare building blocks, fresh process) ...")
         warm_corpus()
         with OtherLoad("ingest baseline", results):
             bare = run_child(
@@ -993,17 +999,17 @@ def run(args: argparse.Namespace, workdir: Path) -> int:
         drop_written_pages()
         bare["chunks_per_s"] = bare["chunks"] / bare["seconds"]
         bare["mib_per_s"] = info["bytes"] / 2**20 / bare["seconds"]
-        results["ingest_baseline"] = bare
         log(
             f"  bare: {bare['chunks']:,} pieces in {bare['seconds']:.1f} s = "
             f"{bare['chunks_per_s']:,.0f} pieces/s, {bare['mib_per_s']:.1f} MiB/s; "
             f"peak RSS growth {bare['peak_growth_mib']} MiB"
         )
-    ours = None
-    if not args.skip_ingest:
+        return bare
+
+    def run_ours(attempt: str) -> dict[str, Any]:
         shutil.rmtree(store_dir, ignore_errors=True)
         store_dir.mkdir(parents=True)
-        log("ingest (Store.ingest, progress off, fresh process) ...")
+        log(f"ingest{attempt} (Store.ingest, progress off, fresh process) ...")
         warm_corpus()
         child_args = ["--_child", "ingest", "--_db", str(db), "--_corpus", str(corpus)]
         if args.profile_ingest:
@@ -1013,7 +1019,6 @@ def run(args: argparse.Namespace, workdir: Path) -> int:
         drop_written_pages()
         ours["chunks_per_s"] = ours["chunks"] / ours["seconds"]
         ours["mib_per_s"] = info["bytes"] / 2**20 / ours["seconds"]
-        results["ingest"] = ours
         log(
             f"  ours: {ours['chunks']:,} chunks ({ours['documents']:,} documents, "
             f"{ours['reports']:,} reports, {ours['failed']} failed, {ours['skipped']} skipped) "
@@ -1026,6 +1031,32 @@ def run(args: argparse.Namespace, workdir: Path) -> int:
             f"growth after the first quarter {ours.get('growth_after_quarter_mib')} MiB; "
             f"peak growth per quarter of the run {ours.get('rss_by_quarter_mib')} MiB"
         )
+        return ours
+
+    # Each try runs the bare building blocks and then ours, one right after
+    # the other: this VM's speed drifts by a fifth from one minute to the
+    # next, so each pair gives a ratio, and the median pair is the figure.
+    tries: list[tuple[dict[str, Any] | None, dict[str, Any] | None]] = []
+    for number in range(1, args.ingest_tries + 1):
+        attempt = f" (try {number} of {args.ingest_tries})" if args.ingest_tries > 1 else ""
+        pair = (
+            None if args.skip_ingest_baseline else run_bare(attempt),
+            None if args.skip_ingest else run_ours(attempt),
+        )
+        tries.append(pair)
+        if pair[0] and pair[1]:
+            log(f"  this try: ours / bare = {pair[0]['seconds'] / pair[1]['seconds']:.0%}")
+    if not args.skip_ingest_baseline and not args.skip_ingest:
+        tries.sort(key=lambda pair: pair[0]["seconds"] / pair[1]["seconds"])  # type: ignore[index]
+        results["ingest_ratios"] = [
+            pair[0]["seconds"] / pair[1]["seconds"]  # type: ignore[index]
+            for pair in tries
+        ]
+    bare, ours = tries[len(tries) // 2] if tries else (None, None)
+    if bare:
+        results["ingest_baseline"] = bare
+    if ours:
+        results["ingest"] = ours
     elif not db.exists():
         raise SystemExit(f"--skip-ingest needs an ingested store at {db}")
     if ours and bare:
@@ -1033,7 +1064,11 @@ def run(args: argparse.Namespace, workdir: Path) -> int:
         # which does not depend on how each side cuts its pieces.
         ratio = bare["seconds"] / ours["seconds"]
         results["ingest_ratio"] = ratio
-        log(f"  ingest: ours / bare = {ratio:.0%} of the bare throughput (same corpus bytes)")
+        shown = ", ".join(f"{each:.0%}" for each in results["ingest_ratios"])
+        log(
+            f"  ingest: ours / bare = {ratio:.0%} of the bare throughput (same corpus bytes; "
+            f"median of the tries: {shown})"
+        )
         row("ingest throughput vs bare", f"{ratio:.0%}", ">= 60%", verdict(ratio, 0.60, True))
     if ours:
         row("ingest chunks/s", f"{ours['chunks_per_s']:,.0f}", "(info)", "-")
