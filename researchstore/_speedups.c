@@ -40,7 +40,8 @@
  *
  * html_rules.limit_markup's bound on how deeply a page's tags nest.
  *
- *   lexbor_bind, evidence_at; lexbor_tree, lexbor_node, elements_at, ancestor_in,
+ *   lexbor_bind, evidence_at; lexbor_tree, lexbor_node, elements_at, marked_at,
+ *   ancestor_in,
  *   paragraphs_at, paragraph_scores, link_chars_at, walk_blocks, list_text
  *
  * Read selectolax's own tree (Lexbor's functions, which its module exports):
@@ -3051,6 +3052,105 @@ static PyObject *link_chars_at(PyObject *module, PyObject *args) {
     return Py_BuildValue("(nn)", total, linked);
 }
 
+/* html._marked_elements in one walk: the first ``most`` elements under
+   ``root`` (itself included) that the CSS selector _ATTRIBUTE_SELECTOR finds
+   (one of the attributes evidence_at reads, a tag not in ``never``), each
+   with its evidence where it has one, as (LexborNode, evidence); evidence
+   NotImplemented is Python's to read. */
+static PyObject *marked_at(PyObject *module, PyObject *args) {
+    PyObject *parser, *never, *rules, *roles, *itemprops;
+    size_t root_address;
+    Py_ssize_t most;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "OnOnO!O!O!:marked_at", &parser, &root_address, &never, &most,
+                          &PyTuple_Type, &rules, &PyTuple_Type, &roles, &PyTuple_Type,
+                          &itemprops)) {
+        return NULL;
+    }
+    if (!tree.bound || root_address == 0) {
+        PyErr_SetString(PyExc_RuntimeError, "marked_at: lexbor_tree first, and a root");
+        return NULL;
+    }
+    if (read_rules(rules) < 0) {
+        return NULL;
+    }
+    unsigned char kept_out[TAG_CACHE]; /* per tag id: 0 not read, 1 never, 2 looked at */
+    memset(kept_out, 0, sizeof kept_out);
+    PyObject *found = PyList_New(0);
+    if (found == NULL) {
+        return NULL;
+    }
+    Attributes read;
+    Py_ssize_t candidates = 0;
+    LxbNode *root = (LxbNode *)root_address;
+    for (LxbNode *node = root; node != NULL;) {
+        if (lxb.type(node) == LXB_ELEMENT_NODE) {
+            read_attributes(node, &read);
+            int any = 0;
+            for (int i = 0; i < A_COUNT; i++) {
+                any |= read.present[i];
+            }
+            int looked_at = 0;
+            if (any) {
+                uintptr_t id = tree.tag_id(node);
+                if (id < TAG_CACHE && kept_out[id]) {
+                    looked_at = kept_out[id] == 2;
+                } else {
+                    size_t length = 0;
+                    const unsigned char *name = tree.qualified_name(node, &length);
+                    PyObject *tag = name == NULL ? NULL
+                                                 : PyUnicode_DecodeUTF8((const char *)name,
+                                                                        (Py_ssize_t)length,
+                                                                        "replace");
+                    int in = tag == NULL ? -1 : PySequence_Contains(never, tag);
+                    Py_XDECREF(tag);
+                    if (in < 0) {
+                        Py_DECREF(found);
+                        return NULL;
+                    }
+                    looked_at = !in;
+                    if (id < TAG_CACHE) {
+                        kept_out[id] = looked_at ? 2 : 1;
+                    }
+                }
+            }
+            if (looked_at) {
+                if (++candidates > most) {
+                    break;
+                }
+                PyObject *evidence = evidence_of(&read, roles, itemprops);
+                if (evidence == NULL) {
+                    Py_DECREF(found);
+                    return NULL;
+                }
+                if (evidence != Py_None) {
+                    PyObject *element = tree.new_node(node, parser);
+                    PyObject *pair = element == NULL ? NULL : PyTuple_Pack(2, element, evidence);
+                    Py_XDECREF(element);
+                    if (pair == NULL || PyList_Append(found, pair) < 0) {
+                        Py_XDECREF(pair);
+                        Py_DECREF(evidence);
+                        Py_DECREF(found);
+                        return NULL;
+                    }
+                    Py_DECREF(pair);
+                }
+                Py_DECREF(evidence);
+            }
+        }
+        LxbNode *child = tree.first_child(node);
+        if (child != NULL) {
+            node = child;
+            continue;
+        }
+        while (node != root && tree.next(node) == NULL) {
+            node = tree.parent(node);
+        }
+        node = node == root ? NULL : tree.next(node);
+    }
+    return found;
+}
+
 static PyMethodDef methods[] = {
     {"words", find_words, METH_VARARGS,
      "words(texts, prefixes, stopwords): for each text, (starts, ends, words, wide): its "
@@ -3111,6 +3211,10 @@ static PyMethodDef methods[] = {
     {"link_chars_at", link_chars_at, METH_VARARGS,
      "link_chars_at(address): the element's text length, and its links' (a[href], itself "
      "included) summed (html._LinkDensity)."},
+    {"marked_at", marked_at, METH_VARARGS,
+     "marked_at(parser, root, never, most, rules, roles, itemprops): html._marked_elements "
+     "in one walk: (LexborNode, evidence) for each element with evidence among the first "
+     "``most`` the attribute selector finds."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -154,6 +154,23 @@ class Speedups(Protocol):
         (``a[href]``, itself included) summed (``html._LinkDensity``)."""
         ...
 
+    def marked_at(
+        self,
+        parser: object,
+        root: int,
+        never: frozenset[str],
+        most: int,
+        rules: tuple[object, ...],
+        roles: tuple[str, ...],
+        itemprops: tuple[str, ...],
+        /,
+    ) -> list[tuple[Any, str | NotImplementedType]]:
+        """``html._marked_elements`` in one walk from ``root``: each element with
+        evidence among the first ``most`` the attribute selector finds, as
+        (selectolax ``LexborNode``, evidence); NotImplemented where Python
+        must read it."""
+        ...
+
 
 def _load() -> Speedups | None:
     """The built extension, held to ``Speedups`` (the one statement of its types)."""

@@ -655,7 +655,7 @@ def _attribute_markup(name: str, value: str | None) -> str:
 @given(
     st.lists(
         st.tuples(
-            st.sampled_from(["div", "section", "nav", "aside", "ul", "footer", "svg"]),
+            st.sampled_from(["div", "section", "nav", "aside", "ul", "footer", "svg", "span", "g"]),
             st.dictionaries(
                 st.sampled_from(sorted(_ATTRIBUTE_VALUES)),
                 st.none() | st.just(""),
@@ -688,16 +688,18 @@ def test_the_c_speedup_reads_an_element_s_attributes_as_python_does(
         for tag, attributes in elements
     )
     tree = LexborHTMLParser(f"<html><body>{markup}</body></html>", scripting=True)
-    in_c = html_mod._marked_elements(tree)
-    lexbor = html_mod._LEXBOR
+    in_c = html_mod._marked_elements(tree)  # one walk in C where it can walk the tree
+    lexbor, walker = html_mod._LEXBOR, html_mod._TREE
     try:
+        html_mod._TREE = None
+        by_css = html_mod._marked_elements(tree)  # the CSS query, attributes read in C
         html_mod._LEXBOR = None
         in_python = html_mod._marked_elements(tree)
     finally:
-        html_mod._LEXBOR = lexbor
-    assert [(node.mem_id, evidence) for node, evidence in in_c] == [
-        (node.mem_id, evidence) for node, evidence in in_python
-    ]
+        html_mod._LEXBOR, html_mod._TREE = lexbor, walker
+    wanted = [(node.mem_id, evidence) for node, evidence in in_python]
+    assert [(node.mem_id, evidence) for node, evidence in by_css] == wanted
+    assert [(node.mem_id, evidence) for node, evidence in in_c] == wanted
 
 
 def test_the_c_speedup_reads_the_marks_pages_carry() -> None:
@@ -979,3 +981,25 @@ def test_link_density_in_c_as_in_python(body: str) -> None:
     finally:
         html_mod._TREE = lexbor
     assert [in_c(node) for node in nodes] == wanted
+
+
+@pytest.mark.skipif(html_mod._TREE is None, reason="the C speedup cannot walk selectolax's tree")
+@pytest.mark.parametrize("most", [0, 1, 2, 3, 5, 50])
+def test_marked_elements_stop_at_the_same_candidate(
+    most: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cap on candidates counts the elements the selector finds (marked
+    or not, in the head too, never an element of the tags it leaves out)."""
+    from selectolax.lexbor import LexborHTMLParser
+
+    markup = (
+        '<html><head><meta itemprop="x"></head><body><div class="entry">a</div>'
+        '<span class="share">b</span><nav id="sidebar">c</nav><p role="navigation">d</p>'
+        '<svg class="ad"><g class="sidebar"></g></svg><div id="comments">e</div></body></html>'
+    )
+    tree = LexborHTMLParser(markup, scripting=True)
+    monkeypatch.setattr(html_mod, "_MAX_CANDIDATES", most)
+    in_c = [(node.mem_id, evidence) for node, evidence in html_mod._marked_elements(tree)]
+    monkeypatch.setattr(html_mod, "_TREE", None)
+    assert in_c == [(node.mem_id, evidence) for node, evidence in html_mod._marked_elements(tree)]
+    assert len(in_c) <= most

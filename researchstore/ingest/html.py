@@ -75,6 +75,8 @@ _ATTRIBUTE_SELECTOR = (
     f":is([class],[id],[role],[aria-label],[aria-modal],[itemprop],[itemtype])"
     f":not({','.join(NEVER_BOILERPLATE)})"
 )
+#: The tags ``_ATTRIBUTE_SELECTOR`` leaves out, as ``_speedups.marked_at`` reads them.
+_NEVER_BOILERPLATE = frozenset(NEVER_BOILERPLATE)
 _HIDDEN_SELECTOR = '[hidden],[aria-hidden="true" i],[style*="none" i],[style*="hidden" i]'
 
 
@@ -473,14 +475,22 @@ def _marked_elements(tree: LexborHTMLParser) -> list[tuple[LexborNode, str]]:
     its attributes mark as chrome, with how (``boilerplate_evidence``). Their
     attributes are read in C where it can read selectolax's tree: a node's
     ``attributes`` makes a dict of them all, most of a page's cost here."""
-    candidates = tree.css(_ATTRIBUTE_SELECTOR)[:_MAX_CANDIDATES]
-    if _LEXBOR is None:
-        read: list[str | None | NotImplementedType] = [NotImplemented] * len(candidates)
+    pairs: Iterable[tuple[LexborNode, str | None | NotImplementedType]]
+    if _TREE is not None and tree.root is not None:
+        # In one walk in C: a node made only for an element marked.
+        pairs = _TREE.marked_at(
+            tree, tree.root.mem_id, _NEVER_BOILERPLATE, _MAX_CANDIDATES, *EVIDENCE_RULES_FOR_C
+        )
     else:
-        addresses = [node.mem_id for node in candidates]
-        read = _LEXBOR.evidence_at(addresses, *EVIDENCE_RULES_FOR_C)
+        candidates = tree.css(_ATTRIBUTE_SELECTOR)[:_MAX_CANDIDATES]
+        read: list[str | None | NotImplementedType]
+        if _LEXBOR is None:
+            read = [NotImplemented] * len(candidates)
+        else:
+            read = _LEXBOR.evidence_at([node.mem_id for node in candidates], *EVIDENCE_RULES_FOR_C)
+        pairs = zip(candidates, read, strict=True)
     marked = []
-    for node, evidence in zip(candidates, read, strict=True):
+    for node, evidence in pairs:
         if isinstance(evidence, NotImplementedType):  # what only Python reads
             evidence = boilerplate_evidence(node.attributes)
         if evidence is not None:
@@ -1427,7 +1437,8 @@ def _bind_tree() -> Speedups | None:
         return None
     whole = LexborHTMLParser(
         "<html><head><title>t</title><meta name=a content=b><script>s</script></head>"
-        f"<body>{_TREE_CHECK}<nav>n</nav><form><header>h<br>i</header></form></body></html>"
+        f"<body>{_TREE_CHECK}<nav class=menu>n</nav><form><header>h<br>i</header></form>"
+        '<aside id="sidebar"><span class="share">s</span></aside></body></html>'
     )
     page, root = whole.body, whole.root
     assert page is not None and root is not None
@@ -1446,6 +1457,14 @@ def _bind_tree() -> Speedups | None:
     ):
         return None
     if page.mem_id not in lineage:
+        return None
+    by_css = whole.css(_ATTRIBUTE_SELECTOR)
+    read_marks = _LEXBOR.evidence_at([node.mem_id for node in by_css], *EVIDENCE_RULES_FOR_C)
+    marks = [(node.mem_id, mark) for node, mark in zip(by_css, read_marks, strict=True) if mark]
+    walked_marks = _LEXBOR.marked_at(
+        whole, root.mem_id, _NEVER_BOILERPLATE, _MAX_CANDIDATES, *EVIDENCE_RULES_FOR_C
+    )
+    if [(node.mem_id, mark) for node, mark in walked_marks] != marks or not marks:
         return None
     shares = [node for node in page.traverse() if node.tag in ("div", "p", "section")]
     if [_LEXBOR.link_chars_at(node.mem_id) for node in shares] != [
