@@ -35,6 +35,7 @@ import gzip
 import hashlib
 import json
 import re
+import statistics
 import sys
 import time
 from collections import Counter
@@ -257,25 +258,46 @@ def run(extract: Extract, pages: list[Page], *, repeat: bool) -> tuple[list[str]
 
 
 def measure(
-    set_name: str, pages: list[Page], extractors: list[tuple[str, Extract, bool]], worst: int
+    set_name: str,
+    pages: list[Page],
+    extractors: list[tuple[str, Extract, bool]],
+    worst: int,
+    rounds: int = 1,
 ) -> None:
+    """Score each extractor on the set and time it: in ``rounds`` rounds, each
+    extractor in turn, so that all see the machine alike (its speed drifts by
+    a fifth from one minute to the next); the median round is the figure."""
     print(f"\n== {set_name}: {len(pages)} pages")
     halves = {half: [i for i, page in enumerate(pages) if page.half == half] for half in "AB"}
-    print(f"{'extractor':<15} {'all':<34} {'half A':<34} {'half B':<34} {'pages/s':>8}")
     results: dict[str, list[Score]] = {}
-    rates: dict[str, float] = {}
-    for name, extract, repeat in extractors:
-        outputs, rate = run(extract, pages, repeat=repeat)
-        scores = [score_page(text, page) for text, page in zip(outputs, pages, strict=True)]
-        results[name], rates[name] = scores, rate
+    rates: dict[str, list[float]] = {name: [] for name, _, _ in extractors}
+    for _ in range(rounds):
+        for name, extract, repeat in extractors:
+            outputs, rate = run(extract, pages, repeat=repeat)
+            rates[name].append(rate)
+            if name not in results:
+                results[name] = [
+                    score_page(text, page) for text, page in zip(outputs, pages, strict=True)
+                ]
+    print(f"{'extractor':<15} {'all':<34} {'half A':<34} {'half B':<34} {'pages/s':>8}")
+    for name, _, _ in extractors:
+        scores = results[name]
         cells = [summary(scores, pages)] + [
             summary([scores[i] for i in rows], [pages[i] for i in rows]) for rows in halves.values()
         ]
+        rate = statistics.median(rates[name])
         print(f"{name:<15} {cells[0]:<34} {cells[1]:<34} {cells[2]:<34} {rate:>8.1f}")
     ours = results["researchstore"]
     if "trafilatura" in rates:
-        ratio = rates["researchstore"] / rates["trafilatura"]
-        print(f"researchstore is {ratio:.1f}x trafilatura's pages per second")
+        ratios = sorted(
+            mine / theirs
+            for mine, theirs in zip(rates["researchstore"], rates["trafilatura"], strict=True)
+        )
+        shown = ", ".join(f"{each:.1f}x" for each in ratios)
+        print(
+            f"researchstore is {statistics.median(ratios):.1f}x trafilatura's pages per second "
+            f"(median of {rounds} rounds: {shown})"
+        )
         peer = results["trafilatura"]
         lost = [
             page.name
@@ -314,6 +336,12 @@ def main() -> None:
     parser.add_argument("--worst", type=int, default=10, help="list the N worst pages (ours)")
     parser.add_argument("--page", help="only this page (folder or file name)")
     parser.add_argument("--no-trafilatura", action="store_true", help="skip trafilatura")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="time every extractor this many times, in turn; the median round counts",
+    )
     args = parser.parse_args()
 
     extractors: list[tuple[str, Extract, bool]] = [("researchstore", researchstore_extract, True)]
@@ -327,7 +355,7 @@ def main() -> None:
     for set_name in args.set or SETS:
         pages = loaders[set_name](args.page)
         if pages:
-            measure(set_name, pages, extractors, args.worst)
+            measure(set_name, pages, extractors, args.worst, args.rounds)
 
 
 if __name__ == "__main__":
