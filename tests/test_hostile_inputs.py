@@ -604,3 +604,33 @@ def test_lines_decoded_piece_by_piece_are_the_lines_of_the_whole_text(
         assert list(lines) == text.split("\n") == list(lines)
     finally:
         decode._STREAM_BYTES = saved
+
+
+def test_a_path_under_the_root_resolves_as_realpath_does(tmp_path: Path) -> None:
+    """``read_document`` resolves a file under the source root looking only at
+    the parts below it; links anywhere (a folder, the file, the root itself),
+    ``..``, doubled slashes and missing parts resolve as ``os.path.realpath``."""
+    from researchstore.ingest.parsers import _realpath_under
+
+    outside = tmp_path / "outside.html"
+    outside.write_text("<p>x</p>")
+    real = tmp_path / "real"
+    (real / "a" / "b").mkdir(parents=True)
+    (real / "a" / "b" / "f.html").write_text("<p>f</p>")
+    (real / "folder-link").symlink_to(real / "a")
+    (real / "a" / "file-link.html").symlink_to(outside)
+    (tmp_path / "root-link").symlink_to(real)
+    for root in (str(real), str(tmp_path / "root-link")):
+        for tail in (
+            "a/b/f.html",
+            "folder-link/b/f.html",
+            "a/file-link.html",
+            "a/../a/b/f.html",
+            "a//b/f.html",
+            "a/./b/f.html",
+            "a/missing/f.html",
+            "a/b/f.html/under-a-file",
+        ):
+            path = f"{root}/{tail}"
+            assert _realpath_under(path, root) == os.path.realpath(path), path
+    assert _realpath_under(str(outside), str(real)) == os.path.realpath(outside)

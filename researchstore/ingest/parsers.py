@@ -92,7 +92,7 @@ def read_document(
         if not stat.S_ISREG(info.st_mode):
             raise NotRead("not_regular", "not a regular file")
         if inside is not None:
-            real = os.path.realpath(path)
+            real = _realpath_under(os.fspath(path), inside)
             if os.path.commonpath([inside, real]) != inside:
                 raise NotRead("outside_source", "the file resolves outside the source")
             now = os.stat(real)
@@ -107,6 +107,36 @@ def read_document(
     if len(data) > limit:
         raise NotRead("too_large", f"file is over {limit} bytes; the limit is {limit}")
     return data
+
+
+#: Source roots found to be their own real path (``_realpath_under``).
+_REAL_ROOTS: set[str] = set()
+
+
+def _realpath_under(path: str, root: str) -> str:
+    """``os.path.realpath(path)``, for a path under ``root`` looking only at
+    the parts below it: a real root and parts none of which is a link (nor
+    ``.`` or ``..``) resolve to the path itself. Anything else is resolved
+    whole. ``os.path.realpath`` looks at every part of the path, in Python.
+    """
+    prefix = root.rstrip(os.sep) + os.sep
+    if not path.startswith(prefix) or os.altsep:
+        return os.path.realpath(path)
+    if root not in _REAL_ROOTS:
+        if os.path.realpath(root) != root:
+            return os.path.realpath(path)
+        _REAL_ROOTS.add(root)
+    current = root.rstrip(os.sep)
+    for part in path[len(prefix) :].split(os.sep):
+        if part in ("", ".", ".."):
+            return os.path.realpath(path)
+        current = f"{current}{os.sep}{part}"
+        try:
+            if stat.S_ISLNK(os.lstat(current).st_mode):
+                return os.path.realpath(path)
+        except OSError:  # gone, or not a folder: as realpath takes it
+            return os.path.realpath(path)
+    return current
 
 
 def parse_file(path: Path | str, *, data: bytes | None = None) -> ParsedDocument:
