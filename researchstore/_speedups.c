@@ -3009,8 +3009,9 @@ static int has_href_named(LxbNode *element) {
    node.css("a[href]"), itself included, summed). */
 static PyObject *link_chars_at(PyObject *module, PyObject *args) {
     size_t address;
+    int collapsed = 0;
     (void)module;
-    if (!PyArg_ParseTuple(args, "n:link_chars_at", &address)) {
+    if (!PyArg_ParseTuple(args, "n|p:link_chars_at", &address, &collapsed)) {
         return NULL;
     }
     if (!tree.bound || address == 0) {
@@ -3031,7 +3032,9 @@ static PyObject *link_chars_at(PyObject *module, PyObject *args) {
             if (name != NULL && name_is(name, length, "a") && has_href_named(at)) {
                 buffer.size = 0;
                 Py_ssize_t chars;
-                if (add_text_under(&buffer, at) < 0 || (chars = decoded_length(&buffer)) < 0) {
+                if (add_text_under(&buffer, at) < 0 ||
+                    (chars = collapsed ? collapsed_length(buffer.data, buffer.size)
+                                       : decoded_length(&buffer)) < 0) {
                     PyMem_Free(buffer.data);
                     return NULL;
                 }
@@ -3209,8 +3212,9 @@ static PyMethodDef methods[] = {
      "ancestor_in(address, addresses, steps): whether one of the first ``steps`` ancestors "
      "of the node at ``address`` is at one of ``addresses`` (a set)."},
     {"link_chars_at", link_chars_at, METH_VARARGS,
-     "link_chars_at(address): the element's text length, and its links' (a[href], itself "
-     "included) summed (html._LinkDensity)."},
+     "link_chars_at(address, collapsed=False): the element's text length, and its links' "
+     "(a[href], itself included) summed, their whitespace collapsed with ``collapsed`` "
+     "(html._LinkDensity, html._link_chars)."},
     {"marked_at", marked_at, METH_VARARGS,
      "marked_at(parser, root, never, most, rules, roles, itemprops): html._marked_elements "
      "in one walk: (LexborNode, evidence) for each element with evidence among the first "

@@ -149,9 +149,10 @@ class Speedups(Protocol):
         is at one of ``addresses`` (``html._ancestor_in``)."""
         ...
 
-    def link_chars_at(self, address: int, /) -> tuple[int, int]:
+    def link_chars_at(self, address: int, collapsed: bool = False, /) -> tuple[int, int]:
         """The element's text length, and the lengths of the texts of its links
-        (``a[href]``, itself included) summed (``html._LinkDensity``)."""
+        (``a[href]``, itself included) summed, each with its whitespace
+        collapsed with ``collapsed`` (``html._LinkDensity``, ``html._link_chars``)."""
         ...
 
     def marked_at(

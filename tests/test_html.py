@@ -965,8 +965,9 @@ def test_elements_and_ancestors_in_c_as_in_python(markup: str, steps: int) -> No
 @given(_markup())
 def test_link_density_in_c_as_in_python(body: str) -> None:
     """``_LinkDensity`` reads the same share of every element's text in links
-    both ways: links as the CSS selector ``a[href]`` finds them (an SVG
-    link's ``xlink:href`` too, the element itself too)."""
+    both ways, and ``_link_chars`` the same characters: links as the CSS
+    selector ``a[href]`` finds them (an SVG link's ``xlink:href`` too, the
+    element itself too)."""
     from selectolax.lexbor import LexborHTMLParser
 
     markup = f"{body}<svg><a xlink:href=/s>svg link</a></svg><a href=/w><div>{body}</div></a>"
@@ -978,9 +979,11 @@ def test_link_density_in_c_as_in_python(body: str) -> None:
         html_mod._TREE = None
         in_python = html_mod._LinkDensity()
         wanted = [in_python(node) for node in nodes]
+        wanted_chars = [html_mod._link_chars(node) for node in nodes]
     finally:
         html_mod._TREE = lexbor
     assert [in_c(node) for node in nodes] == wanted
+    assert [html_mod._link_chars(node) for node in nodes] == wanted_chars
 
 
 @pytest.mark.skipif(html_mod._TREE is None, reason="the C speedup cannot walk selectolax's tree")

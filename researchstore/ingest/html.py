@@ -1015,7 +1015,9 @@ def _in_card(node: LexborNode, cards: set[int]) -> bool:
 
 
 def _link_chars(node: LexborNode) -> int:
-    """Characters of ``node``'s text inside links."""
+    """Characters of ``node``'s text inside links (read in C where it can be)."""
+    if _TREE is not None:
+        return _TREE.link_chars_at(node.mem_id, True)[1]
     return sum(len(_collapse(link.text())) for link in node.css("a[href]"))
 
 
@@ -1469,6 +1471,8 @@ def _bind_tree() -> Speedups | None:
     shares = [node for node in page.traverse() if node.tag in ("div", "p", "section")]
     if [_LEXBOR.link_chars_at(node.mem_id) for node in shares] != [
         (len(node.text()), sum(len(link.text()) for link in node.css("a[href]"))) for node in shares
+    ] or [_LEXBOR.link_chars_at(node.mem_id, True)[1] for node in shares] != [
+        sum(len(_collapse(link.text())) for link in node.css("a[href]")) for node in shares
     ]:
         return None
     paragraphs, headings, nodes = _read_paragraphs_py(page, 10_000)
