@@ -42,7 +42,8 @@
  *
  *   lexbor_bind, evidence_at; lexbor_tree, lexbor_node, elements_at, marked_at,
  *   ancestor_in,
- *   paragraphs_at, paragraph_scores, link_chars_at, walk_blocks, list_text
+ *   paragraphs_at, paragraph_scores, link_chars_at, collapsed_link_chars, walk_blocks,
+ *   list_text
  *
  * Read selectolax's own tree (Lexbor's functions, which its module exports):
  * the attributes that mark chrome, the paragraphs the densest element is
@@ -1074,6 +1075,26 @@ static struct {
 
 #define LXB_ELEMENT_NODE 1
 
+#if CAN_BIND
+/* Bind ``count`` functions by name from the module already loaded at
+   ``path`` (only it: its tree is the one to read); whether all were found.
+   The handle stays open: the module is selectolax's, loaded for good. */
+static int bind_symbols(const char *path, const char *const *names, int count, void **found) {
+    void *handle = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+    if (handle == NULL) {
+        return 0;
+    }
+    for (int i = 0; i < count; i++) {
+        found[i] = dlsym(handle, names[i]);
+        if (found[i] == NULL) {
+            dlclose(handle);
+            return 0;
+        }
+    }
+    return 1;
+}
+#endif
+
 static PyObject *lexbor_bind(PyObject *module, PyObject *args) {
     const char *path;
     (void)module;
@@ -1082,25 +1103,15 @@ static PyObject *lexbor_bind(PyObject *module, PyObject *args) {
     }
 #if CAN_BIND
     if (!lxb.bound) {
-        /* Only the module already loaded: its tree is the one to read. */
-        void *handle = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
-        if (handle == NULL) {
+        static const char *const names[5] = {
+            "lxb_dom_node_type_noi",       "lxb_dom_element_first_attribute_noi",
+            "lxb_dom_element_next_attribute_noi", "lxb_dom_attr_local_name_noi",
+            "lxb_dom_attr_value_noi",
+        };
+        void *found[5];
+        if (!bind_symbols(path, names, 5, found)) {
             Py_RETURN_FALSE;
         }
-        void *found[5] = {
-            dlsym(handle, "lxb_dom_node_type_noi"),
-            dlsym(handle, "lxb_dom_element_first_attribute_noi"),
-            dlsym(handle, "lxb_dom_element_next_attribute_noi"),
-            dlsym(handle, "lxb_dom_attr_local_name_noi"),
-            dlsym(handle, "lxb_dom_attr_value_noi"),
-        };
-        for (int i = 0; i < 5; i++) {
-            if (found[i] == NULL) {
-                dlclose(handle);
-                Py_RETURN_FALSE;
-            }
-        }
-        /* The handle stays open: the module is selectolax's, loaded for good. */
         *(void **)&lxb.type = found[0];
         *(void **)&lxb.first_attribute = found[1];
         *(void **)&lxb.next_attribute = found[2];
@@ -1339,7 +1350,6 @@ static struct {
     const unsigned char *(*qualified_name)(LxbNode *, size_t *);
     const unsigned char *(*attribute_qualified_name)(LxbAttr *, size_t *);
     NewNode new_node;
-    PyTypeObject *node_type;
     Py_ssize_t text_at; /* where a text node's lexbor_str_t (data, length) is */
     int bound;
 } tree;
@@ -1371,23 +1381,14 @@ static PyObject *lexbor_tree(PyObject *module, PyObject *args) {
     if (!lxb.bound || text_address == 0 || expected_length < 64) {
         Py_RETURN_FALSE;
     }
-    void *handle = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
-    if (handle == NULL) {
-        Py_RETURN_FALSE;
-    }
-    void *found[6] = {
-        dlsym(handle, "lxb_dom_node_first_child_noi"),
-        dlsym(handle, "lxb_dom_node_next_noi"),
-        dlsym(handle, "lxb_dom_node_parent_noi"),
-        dlsym(handle, "lxb_dom_node_tag_id_noi"),
-        dlsym(handle, "lxb_dom_element_qualified_name"),
-        dlsym(handle, "lxb_dom_attr_qualified_name"),
+    static const char *const names[6] = {
+        "lxb_dom_node_first_child_noi", "lxb_dom_node_next_noi",
+        "lxb_dom_node_parent_noi",      "lxb_dom_node_tag_id_noi",
+        "lxb_dom_element_qualified_name", "lxb_dom_attr_qualified_name",
     };
-    for (int i = 0; i < 6; i++) {
-        if (found[i] == NULL) {
-            dlclose(handle);
-            Py_RETURN_FALSE;
-        }
+    void *found[6];
+    if (!bind_symbols(path, names, 6, found)) {
+        Py_RETURN_FALSE;
     }
     PyObject *capsule = PyDict_GetItemString(((PyTypeObject *)node_type)->tp_dict,
                                              "__pyx_vtable__");
@@ -1425,8 +1426,6 @@ static PyObject *lexbor_tree(PyObject *module, PyObject *args) {
     *(void **)&tree.qualified_name = found[4];
     *(void **)&tree.attribute_qualified_name = found[5];
     *(void **)&tree.new_node = table[0];
-    Py_INCREF(node_type);
-    tree.node_type = (PyTypeObject *)node_type;
     tree.text_at = at;
     tree.bound = 1;
     Py_RETURN_TRUE;
@@ -1450,6 +1449,19 @@ static PyObject *lexbor_node(PyObject *module, PyObject *args) {
         return NULL;
     }
     return tree.new_node((LxbNode *)address, parser);
+}
+
+/* The node after ``node`` within ``root``'s subtree, in document order (as
+   LexborNode.traverse walks it), or NULL past its end. */
+static LxbNode *next_under(LxbNode *node, LxbNode *root) {
+    LxbNode *child = tree.first_child(node);
+    if (child != NULL) {
+        return child;
+    }
+    while (node != root && tree.next(node) == NULL) {
+        node = tree.parent(node);
+    }
+    return node == root ? NULL : tree.next(node);
 }
 
 /* What _densest asks of a tag, as bits. */
@@ -1512,13 +1524,21 @@ static int has_href(LxbNode *element) {
     return 0;
 }
 
+/* A text node's bytes (none where it holds no text). */
+static void text_bytes(LxbNode *node, const unsigned char **data, size_t *size) {
+    LxbStr str;
+    memcpy(&str, (const unsigned char *)node + tree.text_at, sizeof str);
+    *data = str.data;
+    *size = str.data == NULL ? 0 : str.length;
+}
+
 /* A text node's text, or NULL (no error set) when it is empty or all
    whitespace (str.isspace). */
 static PyObject *text_of(LxbNode *node, int *failed) {
     LxbStr str;
-    memcpy(&str, (const unsigned char *)node + tree.text_at, sizeof str);
+    text_bytes(node, &str.data, &str.length);
     *failed = 0;
-    if (str.data == NULL || str.length == 0) {
+    if (str.length == 0) {
         return NULL;
     }
     int ascii = 1;
@@ -1608,9 +1628,10 @@ static PyObject *paragraphs_at(PyObject *module, PyObject *args) {
         goto failed;
     }
     LxbNode *root = (LxbNode *)root_address;
-    LxbNode *node = root;
     /* LexborNode.traverse(include_text=True), its first ``max_nodes``. */
-    for (Py_ssize_t seen = 0; seen < max_nodes; seen++) {
+    Py_ssize_t seen = 0;
+    for (LxbNode *node = root; node != NULL && seen < max_nodes;
+         node = next_under(node, root), seen++) {
         if (lxb.type(node) == LXB_TEXT_NODE) {
             int error;
             PyObject *text = text_of(node, &error);
@@ -1663,18 +1684,6 @@ static PyObject *paragraphs_at(PyObject *module, PyObject *args) {
                 }
             }
         }
-        LxbNode *child = tree.first_child(node);
-        if (child != NULL) {
-            node = child;
-            continue;
-        }
-        while (node != root && tree.next(node) == NULL) {
-            node = tree.parent(node);
-        }
-        if (node == root) {
-            break;
-        }
-        node = tree.next(node);
     }
     return Py_BuildValue("(NN)", paragraphs, headings);
 failed:
@@ -2011,14 +2020,6 @@ static int buffer_add(Buffer *buffer, const void *data, size_t size) {
     return 0;
 }
 
-/* A text node's bytes (none where it holds no text). */
-static void text_bytes(LxbNode *node, const unsigned char **data, size_t *size) {
-    LxbStr str;
-    memcpy(&str, (const unsigned char *)node + tree.text_at, sizeof str);
-    *data = str.data;
-    *size = str.data == NULL ? 0 : str.length;
-}
-
 /* LexborNode.text(): the bytes of every text node under ``node``, in order. */
 static int add_text_under(Buffer *buffer, LxbNode *node) {
     LxbNode *root = node;
@@ -2032,15 +2033,7 @@ static int add_text_under(Buffer *buffer, LxbNode *node) {
                 return -1;
             }
         }
-        LxbNode *child = tree.first_child(at);
-        if (child != NULL) {
-            at = child;
-            continue;
-        }
-        while (at != root && tree.next(at) == NULL) {
-            at = tree.parent(at);
-        }
-        at = at == root ? NULL : tree.next(at);
+        at = next_under(at, root);
     }
     return 0;
 }
@@ -2279,15 +2272,7 @@ static Py_ssize_t phrase_link_chars(WalkTags *tags, LxbNode *node, Buffer *scrat
             }
             total += chars;
         }
-        LxbNode *child = tree.first_child(at);
-        if (child != NULL) {
-            at = child;
-            continue;
-        }
-        while (at != root && tree.next(at) == NULL) {
-            at = tree.parent(at);
-        }
-        at = at == root ? NULL : tree.next(at);
+        at = next_under(at, root);
     }
     return total;
 }
@@ -2297,6 +2282,58 @@ typedef struct {
     int leaving;
 } Step;
 
+/* html._WALK_RULES, read once per call. */
+typedef struct {
+    WalkTags tags;
+    PyObject *block_type, *join_lines, *heading_control;
+    PyObject *kinds[4]; /* "paragraph", "heading"; "\n" and " " for headings */
+    Py_ssize_t prose_chars;
+} WalkRules;
+
+static int read_walk_rules(PyObject *rules, WalkRules *r) {
+    if (!PyArg_ParseTuple(rules, "OOOO!OOOOOnOOOO:html._WALK_RULES", &r->tags.inline_tags,
+                          &r->tags.void_skip, &r->tags.leaf_blocks, &PyDict_Type,
+                          &r->tags.headings, &r->tags.python_tags, &r->tags.lists,
+                          &r->block_type, &r->join_lines, &r->heading_control, &r->prose_chars,
+                          &r->kinds[0], &r->kinds[1], &r->kinds[2], &r->kinds[3])) {
+        return -1;
+    }
+    memset(r->tags.cache, 0, sizeof r->tags.cache);
+    return 0;
+}
+
+/* Push ``node``'s children so that its first comes off the stack first,
+   after ``node`` itself, to be left, when ``leaves``. */
+static int push_children(Step **stack, Py_ssize_t *depth, Py_ssize_t *room, LxbNode *node,
+                         int leaves) {
+    Py_ssize_t children = 0;
+    for (LxbNode *child = tree.first_child(node); child; child = tree.next(child)) {
+        children++;
+    }
+    if (*depth + children + 1 > *room) {
+        Py_ssize_t grown_room = *room;
+        while (*depth + children + 1 > grown_room) {
+            grown_room *= 2;
+        }
+        Step *grown = PyMem_Realloc(*stack, sizeof(Step) * (size_t)grown_room);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        *stack = grown;
+        *room = grown_room;
+    }
+    if (leaves) {
+        (*stack)[(*depth)++] = (Step){node, 1};
+    }
+    Py_ssize_t at = *depth + children;
+    for (LxbNode *child = tree.first_child(node); child; child = tree.next(child)) {
+        (*stack)[--at] = (Step){child, 0};
+    }
+    *depth += children;
+    return 0;
+}
+
 static PyObject *walk_blocks(PyObject *module, PyObject *args) {
     PyObject *walker, *parser, *rules;
     size_t root_address, end_address;
@@ -2305,22 +2342,22 @@ static PyObject *walk_blocks(PyObject *module, PyObject *args) {
                           &end_address, &PyTuple_Type, &rules)) {
         return NULL;
     }
-    WalkTags tags;
-    Walk w;
-    memset(&w, 0, sizeof w);
-    Py_ssize_t prose_chars;
-    if (!tree.bound || root_address == 0 ||
-        !PyArg_ParseTuple(rules, "OOOO!OOOOOnOOOO:walk_blocks rules", &tags.inline_tags,
-                          &tags.void_skip, &tags.leaf_blocks, &PyDict_Type, &tags.headings,
-                          &tags.python_tags, &tags.lists, &w.block_type, &w.join_lines,
-                          &w.heading_control, &prose_chars, &w.kinds[0], &w.kinds[1],
-                          &w.kinds[2], &w.kinds[3])) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_RuntimeError, "walk_blocks: lexbor_tree first, and a root");
-        }
+    if (!tree.bound || root_address == 0) {
+        PyErr_SetString(PyExc_RuntimeError, "walk_blocks: lexbor_tree first, and a root");
         return NULL;
     }
-    memset(tags.cache, 0, sizeof tags.cache);
+    WalkRules read;
+    if (read_walk_rules(rules, &read) < 0) {
+        return NULL;
+    }
+    WalkTags tags = read.tags;
+    Py_ssize_t prose_chars = read.prose_chars;
+    Walk w;
+    memset(&w, 0, sizeof w);
+    w.block_type = read.block_type;
+    w.join_lines = read.join_lines;
+    w.heading_control = read.heading_control;
+    memcpy(w.kinds, read.kinds, sizeof w.kinds);
     w.walker = walker;
     w.parser = parser;
     Buffer scratch = {NULL, 0, 0};
@@ -2549,30 +2586,8 @@ static PyObject *walk_blocks(PyObject *module, PyObject *args) {
                 Py_DECREF(quote);
             }
         }
-        if (push) {
-            Py_ssize_t children = 0;
-            for (LxbNode *child = tree.first_child(node); child; child = tree.next(child)) {
-                children++;
-            }
-            if (depth + children + 1 > room) {
-                while (depth + children + 1 > room) {
-                    room *= 2;
-                }
-                Step *grown = PyMem_Realloc(stack, sizeof(Step) * (size_t)room);
-                if (grown == NULL) {
-                    PyErr_NoMemory();
-                    goto done;
-                }
-                stack = grown;
-            }
-            if (push == 2) {
-                stack[depth++] = (Step){node, 1};
-            }
-            Py_ssize_t at = depth + children;
-            for (LxbNode *child = tree.first_child(node); child; child = tree.next(child)) {
-                stack[--at] = (Step){child, 0};
-            }
-            depth += children;
+        if (push && push_children(&stack, &depth, &room, node, push == 2) < 0) {
+            goto done;
         }
     }
     if (walk_flush(&w) < 0) {
@@ -2687,23 +2702,20 @@ static PyObject *list_text(PyObject *module, PyObject *args) {
                           &rules)) {
         return NULL;
     }
-    WalkTags tags;
-    PyObject *block_type, *heading_control, *paragraph, *heading;
-    Py_ssize_t prose_chars;
-    ListLines l;
-    memset(&l, 0, sizeof l);
-    if (!tree.bound || root_address == 0 ||
-        !PyArg_ParseTuple(rules, "OOOO!OOOOOnOOOO:list_text rules", &tags.inline_tags,
-                          &tags.void_skip, &tags.leaf_blocks, &PyDict_Type, &tags.headings,
-                          &tags.python_tags, &tags.lists, &block_type, &l.join_lines,
-                          &heading_control, &prose_chars, &paragraph, &heading, &l.newline,
-                          &l.space)) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_RuntimeError, "list_text: lexbor_tree first, and a root");
-        }
+    if (!tree.bound || root_address == 0) {
+        PyErr_SetString(PyExc_RuntimeError, "list_text: lexbor_tree first, and a root");
         return NULL;
     }
-    memset(tags.cache, 0, sizeof tags.cache);
+    WalkRules read;
+    if (read_walk_rules(rules, &read) < 0) {
+        return NULL;
+    }
+    WalkTags tags = read.tags;
+    ListLines l;
+    memset(&l, 0, sizeof l);
+    l.join_lines = read.join_lines;
+    l.newline = read.kinds[2];
+    l.space = read.kinds[3];
     PyObject *budget_object = PyObject_GetAttrString(walker, "_budget");
     if (budget_object == NULL) {
         return NULL;
@@ -2809,29 +2821,9 @@ static PyObject *list_text(PyObject *module, PyObject *args) {
                 }
             }
         }
-        Py_ssize_t children = 0;
-        for (LxbNode *child = tree.first_child(node); child; child = tree.next(child)) {
-            children++;
+        if (push_children(&stack, &depth, &room, node, leaves) < 0) {
+            goto done;
         }
-        if (depth + children + 1 > room) {
-            while (depth + children + 1 > room) {
-                room *= 2;
-            }
-            Step *grown = PyMem_Realloc(stack, sizeof(Step) * (size_t)room);
-            if (grown == NULL) {
-                PyErr_NoMemory();
-                goto done;
-            }
-            stack = grown;
-        }
-        if (leaves) {
-            stack[depth++] = (Step){node, 1};
-        }
-        Py_ssize_t at = depth + children;
-        for (LxbNode *child = tree.first_child(node); child; child = tree.next(child)) {
-            stack[--at] = (Step){child, 0};
-        }
-        depth += children;
     }
     if (list_flush(&l) < 0) {
         goto done;
@@ -2930,15 +2922,7 @@ static PyObject *elements_at(PyObject *module, PyObject *args) {
                 Py_DECREF(name);
             }
         }
-        LxbNode *child = tree.first_child(node);
-        if (child != NULL) {
-            node = child;
-            continue;
-        }
-        while (node != root && tree.next(node) == NULL) {
-            node = tree.parent(node);
-        }
-        node = node == root ? NULL : tree.next(node);
+        node = next_under(node, root);
     }
     if (failed) {
         Py_DECREF(found);
@@ -3005,54 +2989,75 @@ static int has_href_named(LxbNode *element) {
     return 0;
 }
 
-/* html._LinkDensity: (len(node.text()), the len(link.text()) of each of
-   node.css("a[href]"), itself included, summed). */
-static PyObject *link_chars_at(PyObject *module, PyObject *args) {
+/* The length of each link's text under ``root`` (as the CSS selector
+   a[href] finds them, ``root`` included), summed; each link's whitespace
+   collapsed first with ``collapsed``; -1 on an error. */
+static Py_ssize_t links_under(LxbNode *root, int collapsed, Buffer *buffer) {
+    Py_ssize_t linked = 0;
+    for (LxbNode *at = root; at != NULL; at = next_under(at, root)) {
+        if (lxb.type(at) != LXB_ELEMENT_NODE) {
+            continue;
+        }
+        size_t length = 0;
+        const unsigned char *name = tree.qualified_name(at, &length);
+        if (name != NULL && name_is(name, length, "a") && has_href_named(at)) {
+            buffer->size = 0;
+            if (add_text_under(buffer, at) < 0) {
+                return -1;
+            }
+            Py_ssize_t chars = collapsed ? collapsed_length(buffer->data, buffer->size)
+                                         : decoded_length(buffer);
+            if (chars < 0) {
+                return -1;
+            }
+            linked += chars;
+        }
+    }
+    return linked;
+}
+
+static LxbNode *node_at(PyObject *args, const char *format) {
     size_t address;
-    int collapsed = 0;
-    (void)module;
-    if (!PyArg_ParseTuple(args, "n|p:link_chars_at", &address, &collapsed)) {
+    if (!PyArg_ParseTuple(args, format, &address)) {
         return NULL;
     }
     if (!tree.bound || address == 0) {
-        PyErr_SetString(PyExc_RuntimeError, "link_chars_at: lexbor_tree first, and an address");
+        PyErr_SetString(PyExc_RuntimeError, "lexbor_tree first, and an address");
         return NULL;
     }
-    LxbNode *root = (LxbNode *)address;
+    return (LxbNode *)address;
+}
+
+/* html._LinkDensity: (len(node.text()), the len(link.text()) of each of
+   node.css("a[href]"), itself included, summed). */
+static PyObject *link_chars_at(PyObject *module, PyObject *args) {
+    (void)module;
+    LxbNode *root = node_at(args, "n:link_chars_at");
+    if (root == NULL) {
+        return NULL;
+    }
     Buffer buffer = {NULL, 0, 0};
     Py_ssize_t total = -1, linked = 0;
-    if (add_text_under(&buffer, root) < 0 || (total = decoded_length(&buffer)) < 0) {
+    if (add_text_under(&buffer, root) < 0 || (total = decoded_length(&buffer)) < 0 ||
+        (total > 0 && (linked = links_under(root, 0, &buffer)) < 0)) {
         PyMem_Free(buffer.data);
         return NULL;
     }
-    for (LxbNode *at = root; at != NULL && total > 0;) {
-        if (lxb.type(at) == LXB_ELEMENT_NODE) {
-            size_t length = 0;
-            const unsigned char *name = tree.qualified_name(at, &length);
-            if (name != NULL && name_is(name, length, "a") && has_href_named(at)) {
-                buffer.size = 0;
-                Py_ssize_t chars;
-                if (add_text_under(&buffer, at) < 0 ||
-                    (chars = collapsed ? collapsed_length(buffer.data, buffer.size)
-                                       : decoded_length(&buffer)) < 0) {
-                    PyMem_Free(buffer.data);
-                    return NULL;
-                }
-                linked += chars;
-            }
-        }
-        LxbNode *child = tree.first_child(at);
-        if (child != NULL) {
-            at = child;
-            continue;
-        }
-        while (at != root && tree.next(at) == NULL) {
-            at = tree.parent(at);
-        }
-        at = at == root ? NULL : tree.next(at);
-    }
     PyMem_Free(buffer.data);
     return Py_BuildValue("(nn)", total, linked);
+}
+
+/* html._link_chars: len(_collapse(link.text())) of each of node.css("a[href]"). */
+static PyObject *collapsed_link_chars(PyObject *module, PyObject *args) {
+    (void)module;
+    LxbNode *root = node_at(args, "n:collapsed_link_chars");
+    if (root == NULL) {
+        return NULL;
+    }
+    Buffer buffer = {NULL, 0, 0};
+    Py_ssize_t linked = links_under(root, 1, &buffer);
+    PyMem_Free(buffer.data);
+    return linked < 0 ? NULL : PyLong_FromSsize_t(linked);
 }
 
 /* html._marked_elements in one walk: the first ``most`` elements under
@@ -3141,15 +3146,7 @@ static PyObject *marked_at(PyObject *module, PyObject *args) {
                 Py_DECREF(evidence);
             }
         }
-        LxbNode *child = tree.first_child(node);
-        if (child != NULL) {
-            node = child;
-            continue;
-        }
-        while (node != root && tree.next(node) == NULL) {
-            node = tree.parent(node);
-        }
-        node = node == root ? NULL : tree.next(node);
+        node = next_under(node, root);
     }
     return found;
 }
@@ -3212,9 +3209,11 @@ static PyMethodDef methods[] = {
      "ancestor_in(address, addresses, steps): whether one of the first ``steps`` ancestors "
      "of the node at ``address`` is at one of ``addresses`` (a set)."},
     {"link_chars_at", link_chars_at, METH_VARARGS,
-     "link_chars_at(address, collapsed=False): the element's text length, and its links' "
-     "(a[href], itself included) summed, their whitespace collapsed with ``collapsed`` "
-     "(html._LinkDensity, html._link_chars)."},
+     "link_chars_at(address): the element's text length, and its links' (a[href], itself "
+     "included) summed (html._LinkDensity)."},
+    {"collapsed_link_chars", collapsed_link_chars, METH_VARARGS,
+     "collapsed_link_chars(address): the element's links' (a[href], itself included) text "
+     "lengths, whitespace collapsed, summed (html._link_chars)."},
     {"marked_at", marked_at, METH_VARARGS,
      "marked_at(parser, root, never, most, rules, roles, itemprops): html._marked_elements "
      "in one walk: (LexborNode, evidence) for each element with evidence among the first "

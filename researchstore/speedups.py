@@ -149,10 +149,14 @@ class Speedups(Protocol):
         is at one of ``addresses`` (``html._ancestor_in``)."""
         ...
 
-    def link_chars_at(self, address: int, collapsed: bool = False, /) -> tuple[int, int]:
+    def link_chars_at(self, address: int, /) -> tuple[int, int]:
         """The element's text length, and the lengths of the texts of its links
-        (``a[href]``, itself included) summed, each with its whitespace
-        collapsed with ``collapsed`` (``html._LinkDensity``, ``html._link_chars``)."""
+        (``a[href]``, itself included) summed (``html._LinkDensity``)."""
+        ...
+
+    def collapsed_link_chars(self, address: int, /) -> int:
+        """The lengths of the texts of the element's links (``a[href]``, itself
+        included), whitespace collapsed, summed (``html._link_chars``)."""
         ...
 
     def marked_at(

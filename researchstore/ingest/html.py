@@ -1017,7 +1017,7 @@ def _in_card(node: LexborNode, cards: set[int]) -> bool:
 def _link_chars(node: LexborNode) -> int:
     """Characters of ``node``'s text inside links (read in C where it can be)."""
     if _TREE is not None:
-        return _TREE.link_chars_at(node.mem_id, True)[1]
+        return _TREE.collapsed_link_chars(node.mem_id)
     return sum(len(_collapse(link.text())) for link in node.css("a[href]"))
 
 
