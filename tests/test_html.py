@@ -739,14 +739,21 @@ _CONTAINERS = ["div", "section", "p", "td", "blockquote", "article", "main", "li
 _INLINES = ["span", "b", "a href=/x", "a name=n", "em", "math", "mi", "font"]
 
 
-def _markup() -> st.SearchStrategy[str]:
+def _markup(
+    texts: st.SearchStrategy[str] = _TEXTS,
+    inlines: list[str] = _INLINES,
+    containers: list[str] = _CONTAINERS,
+) -> st.SearchStrategy[str]:
+    """Nested markup: texts, comments, inline elements and containers (each
+    tag may carry attributes: ``"a href=/x"``)."""
+
     def wrap(tags: list[str]) -> st.SearchStrategy[str]:
         return st.tuples(st.sampled_from(tags), st.lists(children, max_size=4)).map(
             lambda pair: f"<{pair[0]}>{''.join(pair[1])}</{pair[0].split()[0]}>"
         )
 
     children = st.deferred(
-        lambda: _TEXTS | st.just("<!-- a comment -->") | wrap(_INLINES) | wrap(_CONTAINERS)
+        lambda: texts | st.just("<!-- a comment -->") | wrap(inlines) | wrap(containers)
     )
     return st.lists(children, min_size=1, max_size=6).map("".join)
 
@@ -836,18 +843,6 @@ _WALK_CONTAINERS = [
 _WALK_INLINES = ["span", "a href=/x", "a", "b", "img", "br", "math", "mi", "annotation"]
 
 
-def _walk_markup() -> st.SearchStrategy[str]:
-    def wrap(tags: list[str]) -> st.SearchStrategy[str]:
-        return st.tuples(st.sampled_from(tags), st.lists(children, max_size=4)).map(
-            lambda pair: f"<{pair[0]}>{''.join(pair[1])}</{pair[0].split()[0]}>"
-        )
-
-    children = st.deferred(
-        lambda: _WALK_TEXTS | st.just("<!-- c -->") | wrap(_WALK_INLINES) | wrap(_WALK_CONTAINERS)
-    )
-    return st.lists(children, min_size=1, max_size=6).map("".join)
-
-
 def _walks(body_markup: str, max_nodes: int, stop_at: int | None) -> tuple[object, object]:
     from selectolax.lexbor import LexborHTMLParser
 
@@ -874,7 +869,7 @@ def _walks(body_markup: str, max_nodes: int, stop_at: int | None) -> tuple[objec
 @pytest.mark.skipif(html_mod._TREE is None, reason="the C speedup cannot walk selectolax's tree")
 @settings(max_examples=400, deadline=None)
 @given(
-    _walk_markup(),
+    _markup(_WALK_TEXTS, _WALK_INLINES, _WALK_CONTAINERS),
     st.integers(min_value=1, max_value=120),
     st.none() | st.integers(min_value=0, max_value=50),
 )
