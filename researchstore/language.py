@@ -21,9 +21,8 @@ query: a word inside a run is then a sequence of bigrams, found wherever it
 stands. This is done for every analysis, since a page in any language may
 quote them.
 
-This is the only module that imports ``py3langid``, and only when a text is
-first detected: its model takes about 0.7 s to load, which a process that
-only reads the store never pays.
+Detection loads py3langid's model when a text is first detected
+(``language_model``): a process that only reads the store never pays for it.
 """
 
 from __future__ import annotations
@@ -222,8 +221,6 @@ def _looks_english(words: list[str]) -> bool:
 
 @cache
 def _identifier() -> Any:
-    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+    from researchstore.language_model import load_identifier
 
-    identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
-    identifier.set_languages(DETECTED_LANGUAGES)
-    return identifier
+    return load_identifier(DETECTED_LANGUAGES)

@@ -44,6 +44,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
+from researchstore.cache_dir import cache_root
 from researchstore.db import WriterLock, last_pending_seq, read_meta, storage_error, write_meta
 from researchstore.derived import DerivedIndex, IndexDamaged
 from researchstore.errors import (
@@ -64,20 +65,6 @@ BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 REBUILD_BATCH = 5_000
 
 IndexT = TypeVar("IndexT", bound=DerivedIndex)
-
-
-def cache_root() -> Path:
-    """Where read-only stores keep the indexes they cannot keep beside them.
-
-    ``RESEARCHSTORE_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/researchstore``,
-    else ``~/.cache/researchstore``.
-    """
-    chosen = os.environ.get("RESEARCHSTORE_CACHE_DIR")
-    if chosen:
-        return Path(chosen)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".cache"
-    return base / "researchstore"
 
 
 def read_sidecar(folder: Path) -> dict[str, Any] | None:

@@ -5,8 +5,10 @@ The helpers these fixtures are built from live in ``helpers.py``.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +21,13 @@ from researchstore import Store
 # installed: the suite's runs (child processes included) embed only where a
 # test asks for it, so that no test waits for a model it does not need.
 os.environ["RESEARCHSTORE_EMBED"] = "off"
+# What researchstore caches outside a store (the language model unpacked,
+# read-only stores' indexes) goes to one folder per session, never the home
+# folder of whoever runs the tests.
+if "RESEARCHSTORE_CACHE_DIR" not in os.environ:
+    _CACHE = tempfile.mkdtemp(prefix="researchstore-tests-cache-")
+    os.environ["RESEARCHSTORE_CACHE_DIR"] = _CACHE
+    atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 
 @pytest.fixture

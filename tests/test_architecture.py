@@ -110,7 +110,7 @@ def test_the_cycle_finder_finds_a_cycle(tmp_path: Path, monkeypatch: pytest.Monk
         ("tantivy", "researchstore.index"),
         ("selectolax", "researchstore.ingest.html"),
         ("sqlite_utils", "researchstore.schema"),
-        ("py3langid", "researchstore.language"),
+        ("py3langid", "researchstore.language_model"),
     ],
 )
 def test_a_heavy_dependency_is_imported_in_one_module(dependency: str, owner: str) -> None:

@@ -27,9 +27,9 @@ from helpers import CLI, FIXTURE_SOURCE, mcp_call, mcp_http_server, mcp_open_ses
 
 from researchstore import InvalidInput, Store, StoreReadOnly
 from researchstore.auth import create_key
+from researchstore.cache_dir import cache_root
 from researchstore.errors import EXIT_CODES
 from researchstore.schema import SCHEMA_VERSION
-from researchstore.sync import cache_root
 
 BIND_READ_ONLY = 'mount --bind "$1" "$1" && mount -o remount,ro,bind "$1" && shift && exec "$@"'
 
