@@ -9,6 +9,7 @@ from helpers import long_text, write_report
 
 from researchstore import Store
 from researchstore.ingest import workers
+from researchstore.ingest.discovery import ReportSource
 
 
 def _contents(store: Store) -> dict[str, list[tuple[str, int, str]]]:
@@ -59,3 +60,54 @@ def test_worker_processes_store_what_one_process_stores(
     )
     assert summary.failures == expected.failures
     assert summary.failures[0]["report"] == "group-0/report-00"
+
+
+def test_a_worker_that_dies_fails_only_the_report_it_was_reading(
+    tmp_path: Path, many_reports: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import worker_crash
+
+    write_report(
+        many_reports,
+        "group-1/poison",
+        title="Kills its parser",
+        date="2026-05-02",
+        tags={},
+        files={"notes.txt": long_text(3)},
+    )
+    with Store(tmp_path / "serial.db", progress=False) as serial:
+        serial.ingest(many_reports, name="many")
+        expected = _contents(serial)
+    del expected["group-1/poison"]
+    monkeypatch.setattr(workers, "PARALLEL_MIN_REPORTS", 1)
+    monkeypatch.setattr(workers, "default_workers", lambda: 2)
+    monkeypatch.setattr(workers, "BATCH_FILES", 3)  # the poison shares a batch
+    monkeypatch.setattr(workers, "prepare_batch", worker_crash.prepare_batch_or_die)
+    with Store(tmp_path / "parallel.db", progress=False) as parallel:
+        summary = parallel.ingest(many_reports, name="many")
+        assert _contents(parallel) == expected
+    died = [failure for failure in summary.failures if failure["report"] == "group-1/poison"]
+    assert [failure["reason"] for failure in died] == [
+        "the parser process died while reading this report"
+    ]
+    assert len(summary.failures) == 2  # and the broken report.json, as in one process
+
+
+def _task(key: str, files: int) -> workers.Task:
+    names = [f"{key}/{number}.txt" for number in range(files)]
+    report = ReportSource(key=key, folder="", is_dir=True, files=names)
+    return (report, None, "signature")
+
+
+def test_batches_hold_up_to_the_files_allowed_in_order() -> None:
+    sizes = [1, 3, 4, 2, 8, 12, 1, 0, 7, 1]
+    tasks = [_task(f"r{number}", files) for number, files in enumerate(sizes)]
+    found = list(workers.batches(tasks))
+    assert [task for batch in found for task in batch] == tasks
+    for batch in found:
+        files = sum(max(1, len(task[0].files)) for task in batch)
+        assert len(batch) == 1 or files <= workers.BATCH_FILES
+    # each batch is as full as the next task allowed
+    for batch, following in zip(found, found[1:], strict=False):
+        files = sum(max(1, len(task[0].files)) for task in batch)
+        assert files + max(1, len(following[0][0].files)) > workers.BATCH_FILES

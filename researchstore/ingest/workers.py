@@ -38,9 +38,14 @@ if TYPE_CHECKING:
 
 #: Below this many reports to prepare, starting workers costs more than it saves.
 PARALLEL_MIN_REPORTS = 100
-#: Reports in flight per worker: enough to keep workers busy, few enough
+#: Batches in flight per worker: enough to keep workers busy, few enough
 #: that memory does not grow with the source.
 WINDOW_PER_WORKER = 4
+#: Reports go to a worker in batches of up to this many files (a report with
+#: more goes alone). Each hand-over costs the main process about half a
+#: millisecond (a future, pickling, waking its threads): more than a small
+#: report takes to prepare, and the main process is the busier one.
+BATCH_FILES = 8
 
 Task = tuple["ReportSource", "KnownReport | None", str]  # (report, known, signature)
 
@@ -151,6 +156,29 @@ def prepare_one(
     return prepared
 
 
+Job = tuple["ReportSource", "int | None", str]  # (report, existing id, signature)
+
+
+def prepare_batch(root: Path, jobs: list[Job], chunk_tokens: int) -> list[PreparedReport | str]:
+    """Prepare reports in a worker, one outcome each, in order."""
+    return [prepare_one(root, *job, chunk_tokens) for job in jobs]
+
+
+def batches(tasks: Iterable[Task]) -> Iterator[list[Task]]:
+    """Consecutive tasks in groups of up to ``BATCH_FILES`` files, in order."""
+    batch: list[Task] = []
+    files = 0
+    for task in tasks:
+        size = max(1, len(task[0].files))
+        if batch and files + size > BATCH_FILES:
+            yield batch
+            batch, files = [], 0
+        batch.append(task)
+        files += size
+    if batch:
+        yield batch
+
+
 def prepare_in_order(
     root: Path,
     tasks: Iterable[Task],
@@ -174,7 +202,7 @@ def prepare_in_order(
                 ),
             )
         return
-    pending = iter(tasks)
+    pending = batches(tasks)
     context = multiprocessing.get_context("spawn")  # never fork a process holding Tantivy threads
 
     def new_pool() -> ProcessPoolExecutor:
@@ -186,50 +214,58 @@ def prepare_in_order(
         )
 
     pool = new_pool()
-    window: deque[tuple[Task, Future[PreparedReport | str]]] = deque()
+    window: deque[tuple[list[Task], Future[list[PreparedReport | str]]]] = deque()
 
-    def submit(task: Task) -> None:
-        report, known, signature = task
-        with _main_module_hidden(), _sigint_held():
-            future = pool.submit(
-                prepare_one,
-                root,
-                report,
-                known.report_id if known else None,
-                signature,
-                chunk_tokens,
-            )
-        window.append((task, future))
+    def submit(batch: list[Task]) -> None:
+        jobs = [(report, known.report_id if known else None, sig) for report, known, sig in batch]
+        if _all_started(pool, workers):
+            future = pool.submit(prepare_batch, root, jobs, chunk_tokens)
+        else:  # this submit may start a worker
+            with _main_module_hidden(), _sigint_held():
+                future = pool.submit(prepare_batch, root, jobs, chunk_tokens)
+        window.append((batch, future))
 
     try:
-        for task in pending:
-            submit(task)
+        for batch in pending:
+            submit(batch)
             if len(window) >= workers * WINDOW_PER_WORKER:
                 break
         while window:
-            task, future = window.popleft()
+            batch, future = window.popleft()
             try:
-                outcome = future.result()
+                outcomes = future.result()
             except BrokenProcessPool:
                 # A worker died (a crash inside a parser) and took the pool
-                # with it. Retry this report alone to learn whether it was
-                # the culprit, then resubmit what was in flight.
+                # with it. Retry this batch's reports one at a time to learn
+                # which one was the culprit, then resubmit what was in flight.
                 in_flight = [waiting for waiting, _ in window]
                 window.clear()
                 pool.shutdown(wait=False, cancel_futures=True)
                 pool = new_pool()
-                submit(task)
-                try:
-                    outcome = window.pop()[1].result()
-                except BrokenProcessPool:
-                    outcome = "the parser process died while reading this report"
-                    pool.shutdown(wait=False, cancel_futures=True)
-                    pool = new_pool()
+                outcomes = []
+                for task in batch:
+                    submit([task])
+                    try:
+                        outcomes.extend(window.pop()[1].result())
+                    except BrokenProcessPool:
+                        outcomes.append("the parser process died while reading this report")
+                        pool.shutdown(wait=False, cancel_futures=True)
+                        pool = new_pool()
                 for waiting in in_flight:
                     submit(waiting)
-            next_task = next(pending, None)
-            if next_task is not None:
-                submit(next_task)
-            yield task, outcome
+            next_batch = next(pending, None)
+            if next_batch is not None:
+                submit(next_batch)
+            yield from zip(batch, outcomes, strict=True)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _all_started(pool: ProcessPoolExecutor, workers: int) -> bool:
+    """Whether the pool has started all its workers, so that a submit starts none.
+
+    Read from CPython's own record of them; where it is missing, the answer
+    is no, and every submit is guarded as one that starts a worker.
+    """
+    processes = getattr(pool, "_processes", None)
+    return isinstance(processes, dict) and len(processes) >= workers
