@@ -50,6 +50,9 @@ INDEX_COMMIT_CHUNKS = 100_000
 #: the five segments a 1-second lag left against 0.09 ms over one, and each
 #: commit cost the writing process about 0.2 s (bench/bench_core.py).
 INDEX_COMMIT_SECONDS = 10.0
+#: ``json.dumps(value, ensure_ascii=False)``, without making an encoder for
+#: each call (a heading path is spelled for nearly every chunk).
+_to_json = json.JSONEncoder(ensure_ascii=False).encode
 
 
 class ReportWriter:
@@ -252,7 +255,7 @@ class ReportWriter:
                 parsed.encoding,
                 document.status,
                 document.reason,
-                json.dumps(parsed.skipped[:100], ensure_ascii=False),
+                _to_json(parsed.skipped[:100]),
                 document.content_hash,
                 len(document.drafts),
                 sum(draft.token_count for draft in document.drafts),
@@ -265,7 +268,7 @@ class ReportWriter:
         paths: dict[tuple[str, ...], str | None] = {(): None}
         for draft in document.drafts:
             if draft.heading_path not in paths:
-                paths[draft.heading_path] = json.dumps(draft.heading_path, ensure_ascii=False)
+                paths[draft.heading_path] = _to_json(draft.heading_path)
         conn.executemany(
             "INSERT INTO chunks (chunk_id, document_rowid, report_id, position, status, text, "
             "token_count, heading_path, start_ms, end_ms, char_start, char_end) "
