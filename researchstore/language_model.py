@@ -149,6 +149,7 @@ def write_cache(
             out.write(MAGIC + _LENGTH.pack(len(header)) + header)
             for piece in pieces:
                 out.write(piece)
+        os.chmod(temporary, 0o644)  # public data: any user sharing the folder may read it
         os.replace(temporary, path)
     except OSError:
         if temporary is not None:
