@@ -41,7 +41,7 @@
  * html_rules.limit_markup's bound on how deeply a page's tags nest.
  *
  *   lexbor_bind, evidence_at; lexbor_tree, lexbor_node, elements_at, marked_at,
- *   ancestor_in,
+ *   ancestor_in, text_length,
  *   paragraphs_at, paragraph_scores, link_chars_at, collapsed_link_chars, walk_blocks,
  *   list_text
  *
@@ -3047,6 +3047,31 @@ static PyObject *link_chars_at(PyObject *module, PyObject *args) {
     return Py_BuildValue("(nn)", total, linked);
 }
 
+/* len(node.text()) of an element, without making the text. */
+static PyObject *text_length(PyObject *module, PyObject *args) {
+    (void)module;
+    LxbNode *root = node_at(args, "n:text_length");
+    if (root == NULL) {
+        return NULL;
+    }
+    Buffer buffer = {NULL, 0, 0};
+    Py_ssize_t total = -1;
+    if (lxb.type(root) == LXB_TEXT_NODE) {
+        const unsigned char *data;
+        size_t size;
+        text_bytes(root, &data, &size);
+        if (size && buffer_add(&buffer, data, size) < 0) {
+            return NULL;
+        }
+    } else if (add_text_under(&buffer, root) < 0) {
+        PyMem_Free(buffer.data);
+        return NULL;
+    }
+    total = decoded_length(&buffer);
+    PyMem_Free(buffer.data);
+    return total < 0 ? NULL : PyLong_FromSsize_t(total);
+}
+
 /* html._link_chars: len(_collapse(link.text())) of each of node.css("a[href]"). */
 static PyObject *collapsed_link_chars(PyObject *module, PyObject *args) {
     (void)module;
@@ -3208,6 +3233,9 @@ static PyMethodDef methods[] = {
     {"ancestor_in", ancestor_in, METH_VARARGS,
      "ancestor_in(address, addresses, steps): whether one of the first ``steps`` ancestors "
      "of the node at ``address`` is at one of ``addresses`` (a set)."},
+    {"text_length", text_length, METH_VARARGS,
+     "text_length(address): len(node.text()) of the node at ``address``, counted without "
+     "making the text."},
     {"link_chars_at", link_chars_at, METH_VARARGS,
      "link_chars_at(address): the element's text length, and its links' (a[href], itself "
      "included) summed (html._LinkDensity)."},

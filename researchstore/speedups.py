@@ -149,6 +149,11 @@ class Speedups(Protocol):
         is at one of ``addresses`` (``html._ancestor_in``)."""
         ...
 
+    def text_length(self, address: int, /) -> int:
+        """``len(node.text())`` of the node at ``address``, without making the text
+        (``html._text_length``)."""
+        ...
+
     def link_chars_at(self, address: int, /) -> tuple[int, int]:
         """The element's text length, and the lengths of the texts of its links
         (``a[href]``, itself included) summed (``html._LinkDensity``)."""

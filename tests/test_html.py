@@ -982,6 +982,20 @@ def test_link_density_in_c_as_in_python(body: str) -> None:
 
 
 @pytest.mark.skipif(html_mod._TREE is None, reason="the C speedup cannot walk selectolax's tree")
+@settings(max_examples=200, deadline=None)
+@given(_markup())
+def test_text_length_in_c_as_in_python(body: str) -> None:
+    """``_text_length`` counts what ``len(node.text())`` does for every node,
+    text nodes, comments and script text included."""
+    from selectolax.lexbor import LexborHTMLParser
+
+    markup = f"{body}<!-- a comment --><script>var x = 'é';</script><p>\u00e9\u4e2d\U0001f600</p>"
+    tree = LexborHTMLParser(f"<html><body>{markup}</body></html>", scripting=True)
+    nodes = list(tree.root.traverse(include_text=True)) if tree.root else []
+    assert [html_mod._text_length(node) for node in nodes] == [len(node.text()) for node in nodes]
+
+
+@pytest.mark.skipif(html_mod._TREE is None, reason="the C speedup cannot walk selectolax's tree")
 @pytest.mark.parametrize("most", [0, 1, 2, 3, 5, 50])
 def test_marked_elements_stop_at_the_same_candidate(
     most: int, monkeypatch: pytest.MonkeyPatch

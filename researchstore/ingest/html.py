@@ -425,6 +425,13 @@ def _ancestors(node: LexborNode) -> Iterator[LexborNode]:
         parent = parent.parent
 
 
+def _text_length(node: LexborNode) -> int:
+    """``len(node.text())``, counted in C without making the text where it can be."""
+    if _TREE is not None:
+        return _TREE.text_length(node.mem_id)
+    return len(node.text())
+
+
 def _ancestor_in(node: LexborNode, addresses: set[int], steps: int) -> bool:
     """Whether one of the node's first ``steps`` ancestors is at one of ``addresses``."""
     if _TREE is not None:
@@ -556,7 +563,7 @@ def _drop_boilerplate(
     body = tree.body or tree.root
     if body is None:
         return landmarks
-    body_chars = len(body.text())
+    body_chars = _text_length(body)
     # Checks cost about the size of the element checked: a budget in
     # characters keeps many small ones cheap and bounds a few huge ones.
     budget = _CHECK_BUDGET_PAGES * body_chars + 100_000
@@ -568,7 +575,7 @@ def _drop_boilerplate(
     if mains:
         # The page's own article is the one in its <main>, where there is one.
         articles = [node for node in articles if _has_ancestor(node, ("main",))] or articles
-    articles.sort(key=lambda node: len(node.text()))
+    articles.sort(key=_text_length)
     article_holders = {
         holder.mem_id for node in [*mains, *articles[-1:]] for holder in (node, *_ancestors(node))
     }
@@ -587,7 +594,7 @@ def _drop_boilerplate(
         nonlocal budget
         if node.mem_id in article_holders or budget < 0:
             return True
-        chars = len(node.text())
+        chars = _text_length(node)
         budget -= chars
         if chars * 2 >= body_chars:
             # Half the page: a wrapper around the article, unless it floats
@@ -686,7 +693,7 @@ def _prose_chars(node: LexborNode) -> int:
     """Characters of ``node``'s text set in paragraphs long enough to be prose."""
     total = 0
     for paragraph in node.css("p")[:500]:
-        length = len(paragraph.text())
+        length = _text_length(paragraph)
         if length >= _PROSE_PARAGRAPH:
             total += length
     return total
@@ -715,7 +722,7 @@ def _main_container(
     if found is None:
         # No paragraph anywhere: the largest declared container, else all.
         for nodes in (landmarks.main, landmarks.article):
-            sized = [(len(node.text()), node) for node in nodes[:20]]
+            sized = [(_text_length(node), node) for node in nodes[:20]]
             if sized:
                 return max(sized, key=lambda pair: pair[0])[1], None
         return body, None
@@ -1390,7 +1397,7 @@ def _is_data_table(node: LexborNode) -> bool:
     for row in node.css("tr")[:50]:
         cells = [cell for cell in row.iter() if cell.tag in CELLS]
         widest = max(widest, len(cells))
-        if any(len(cell.text()) > 1000 for cell in cells):
+        if any(_text_length(cell) > 1000 for cell in cells):
             return False
     return widest >= 2
 
@@ -1470,7 +1477,7 @@ def _read_check_page(whole: LexborHTMLParser) -> tuple[list[Any], ...]:
     nodes = list(page.traverse())
     lineage = [_ancestor_in(node, {page.mem_id}, 2) for node in nodes]
     density = _LinkDensity()
-    links = [(density(node), _link_chars(node)) for node in nodes]
+    links = [(density(node), _link_chars(node), _text_length(node)) for node in nodes]
     paragraphs, headings, seen = _read_paragraphs(page, 10_000)
     read = [*_in_order([paragraphs, headings]), *_in_order(_score_paragraphs(paragraphs, seen))]
     walker = _Walker(10_000)
