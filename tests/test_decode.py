@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from researchstore.ingest.decode import (
     declared_encoding,
+    decode_exact,
     decode_text,
     looks_binary,
     normalize_language,
@@ -152,3 +153,30 @@ def test_any_text_survives_utf8(text: str) -> None:
     decoded, _ = decode_text(data)
     expected = normalize_newlines(text)
     assert decoded == (expected[1:] if expected.startswith("\ufeff") else expected)
+
+
+@given(st.one_of(st.binary(max_size=600), st.text(max_size=300).map(str.encode)), st.booleans())
+def test_an_exact_decode_is_the_bytes_read_as_utf8(data: bytes, final: bool) -> None:
+    """Where ``decode_exact`` says so, the bytes are the text's own UTF-8 (a
+    parser may read them instead of the text), and the text is decode_text's."""
+    text, encoding, exact = decode_exact(data, final=final)
+    assert (text, encoding) == decode_text(data, final=final)
+    if exact:
+        assert data.decode("utf-8") == text
+
+
+@pytest.mark.parametrize(
+    ("data", "final", "exact"),
+    [
+        (SAMPLE.encode(), True, True),
+        (b"plain ASCII <p>page</p>", True, True),
+        (SAMPLE.encode(), False, False),  # cut at a limit: a character may be dropped
+        (b"\xef\xbb\xbf" + SAMPLE.encode(), True, False),  # a BOM, removed
+        (SAMPLE.replace("\n", "\r\n").encode(), True, False),  # newlines normalised
+        (SAMPLE.encode("cp1252"), True, False),
+        (SAMPLE.encode("utf-16"), True, False),
+        (SAMPLE.encode() * 20 + b"\xff", True, False),  # UTF-8 with a stray byte replaced
+    ],
+)
+def test_which_decodes_are_exact(data: bytes, final: bool, exact: bool) -> None:
+    assert decode_exact(data, final=final)[2] is exact

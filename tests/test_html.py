@@ -1015,3 +1015,22 @@ def test_marked_elements_stop_at_the_same_candidate(
     monkeypatch.setattr(html_mod, "_TREE", None)
     assert in_c == [(node.mem_id, evidence) for node, evidence in html_mod._marked_elements(tree)]
     assert len(in_c) <= most
+
+
+@settings(max_examples=150, deadline=None)
+@given(_markup(), st.sampled_from(["", "<template shadowrootmode=open><p>shadow</p></template>"]))
+def test_a_page_read_from_its_bytes_reads_as_from_its_text(body: str, extra: str) -> None:
+    """Lexbor is given a UTF-8 page's own bytes (``decode_exact``); read from
+    its text instead, the page gives the same document."""
+    page = (
+        f"<html><head><title>t é</title></head><body><article>{body}{extra}"
+        "<p>Tail paragraph with ünïcödé.</p></article></body></html>"
+    ).encode()
+    from_bytes = parse_html(page)
+    original = html_mod.decode_exact
+    try:
+        html_mod.decode_exact = lambda data, **options: (*original(data, **options)[:2], False)
+        from_text = parse_html(page)
+    finally:
+        html_mod.decode_exact = original
+    assert from_bytes == from_text

@@ -195,8 +195,21 @@ def decode_text(data: bytes, *, declared: str | None = None, final: bool = True)
     ``data`` was cut at a size limit, so a multi-byte character cut in half
     at the end is dropped instead of failing the UTF-8 step.
     """
+    text, encoding, _ = decode_exact(data, declared=declared, final=final)
+    return text, encoding
+
+
+def decode_exact(
+    data: bytes, *, declared: str | None = None, final: bool = True
+) -> tuple[str, str, bool]:
+    """``decode_text``, and whether the text is exactly ``data`` read as UTF-8.
+
+    When it is, ``data`` is the text's own UTF-8: a parser that wants UTF-8
+    can be given ``data`` as it is, instead of the text encoded again.
+    """
     text: str | None = None
     encoding = "utf-8"
+    exact = False
     bom = _bom_encoding(data)
     if bom is not None:
         encoding, skip = bom
@@ -212,6 +225,8 @@ def decode_text(data: bytes, *, declared: str | None = None, final: bool = True)
             text = _try_decode(data, candidate, final=final)
             if text is not None:
                 encoding = candidate
+                # Cut at a size limit, a character cut in half was dropped.
+                exact = candidate == "utf-8" and final and b"\r" not in data
                 break
         if text is None:
             text = _mostly_utf8(data, final=final)
@@ -224,7 +239,8 @@ def decode_text(data: bytes, *, declared: str | None = None, final: bool = True)
     text = normalize_newlines(text)
     if text.startswith("\ufeff"):
         text = text[1:]
-    return text, encoding
+        exact = False
+    return text, encoding, exact
 
 
 def unreadable(data: bytes, kind: DocumentKind) -> ParsedDocument | None:

@@ -26,7 +26,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from researchstore.ingest.decode import (
     declared_encoding,
-    decode_text,
+    decode_exact,
     normalize_language,
     unreadable,
 )
@@ -173,13 +173,19 @@ def parse_html(
     if truncated:
         doc.skipped.append(f"read the first {max_bytes} of {len(data)} bytes")
         data = data[:max_bytes]
-    text, doc.encoding = decode_text(data, declared=declared_encoding(data), final=not truncated)
-    text, cut_at_node_limit = limit_markup(text, max_nodes=max_nodes, notes=doc.skipped)
+    text, doc.encoding, exact = decode_exact(
+        data, declared=declared_encoding(data), final=not truncated
+    )
+    tags = data.count(b"<") if exact else None  # a byte scan, cheaper than the text's
+    kept, cut_at_node_limit = limit_markup(text, max_nodes=max_nodes, notes=doc.skipped, tags=tags)
+    # What Lexbor reads: the page's own bytes where they are the text's UTF-8
+    # (selectolax would encode the text again), else the text.
+    markup: str | bytes = data if exact and kept is text else kept
 
-    tree = LexborHTMLParser(text, scripting=True)
+    tree = LexborHTMLParser(markup, scripting=True)
     elements = _Elements(tree)
     story = _read_metadata(tree, doc, elements)
-    elements = _unpack_templates(tree, text, elements)
+    elements = _unpack_templates(tree, markup, elements)
     walker = _Walker(max_nodes)
     landmarks = _drop_boilerplate(tree, elements, aggressive=True)
     container, article_end = _main_container(tree, max_nodes, landmarks, story=story)
@@ -187,8 +193,8 @@ def parse_html(
     if not walker.blocks and not walker.limited:
         # Cleaning can remove a whole page whose wrapper has an unlucky class
         # name; read it again with only the certain junk removed.
-        tree = LexborHTMLParser(text, scripting=True)
-        elements = _unpack_templates(tree, text, _Elements(tree))
+        tree = LexborHTMLParser(markup, scripting=True)
+        elements = _unpack_templates(tree, markup, _Elements(tree))
         _drop_boilerplate(tree, elements, aggressive=False)
         walker = _Walker(max_nodes)
         walker.walk(tree.body or tree.root)
@@ -204,8 +210,8 @@ def parse_html(
         # without judging boxes in the article by the names of components
         # (a layout region's name, "sidebar" or "footer", still counts, and
         # beside a declared <main> every name does), and keep what reads as text.
-        tree = LexborHTMLParser(text, scripting=True)
-        elements = _unpack_templates(tree, text, _Elements(tree))
+        tree = LexborHTMLParser(markup, scripting=True)
+        elements = _unpack_templates(tree, markup, _Elements(tree))
         landmarks = _drop_boilerplate(tree, elements, aggressive=True, names=False)
         container, article_end = _main_container(tree, max_nodes, landmarks, story=story)
         second = _Walker(max_nodes)
@@ -350,7 +356,9 @@ def _first_h1(headings: list[LexborNode]) -> str:
 # -- cleaning ------------------------------------------------------------------
 
 
-def _unpack_templates(tree: LexborHTMLParser, text: str, elements: _Elements) -> _Elements:
+def _unpack_templates(
+    tree: LexborHTMLParser, markup: str | bytes, elements: _Elements
+) -> _Elements:
     """Read the markup a page renders from templates as the page's markup.
 
     - A declarative shadow root (``<template shadowrootmode="open">``) is
@@ -361,10 +369,13 @@ def _unpack_templates(tree: LexborHTMLParser, text: str, elements: _Elements) ->
       the page's own, only not parsed yet. Templates outside the declared
       article stay scripts.
 
-    A page whose ``text`` never says "template" is not searched. Returns the
-    page's ``elements``, found again where markup was unpacked.
+    A page whose ``markup`` (its text, or its UTF-8 bytes) never says
+    "template" is not searched. Returns the page's ``elements``, found again
+    where markup was unpacked.
     """
-    if "template" not in text:  # one scan of the text before any look at the tree
+    # One scan of the page before any look at the tree.
+    says = "template" in markup if isinstance(markup, str) else b"template" in markup
+    if not says:
         return elements
     unpacked = False
     roots = [node for node in elements.tagged("template") if _is_shadow_root(node)]

@@ -196,7 +196,9 @@ def join_lines(parts: list[str]) -> str:
 # -- markup limits ----------------------------------------------------------
 
 
-def limit_markup(text: str, *, max_nodes: int, notes: list[str]) -> tuple[str, bool]:
+def limit_markup(
+    text: str, *, max_nodes: int, notes: list[str], tags: int | None = None
+) -> tuple[str, bool]:
     """Bound the work Lexbor will do on ``text``.
 
     Lexbor's tree builder walks the stack of open elements for many tags, so
@@ -204,8 +206,10 @@ def limit_markup(text: str, *, max_nodes: int, notes: list[str]) -> tuple[str, b
     Markup past ``_TAGS_PER_NODE * max_nodes`` tags, which the walk could
     never reach, is cut off (the second value says so); tags nested deeper
     than ``MAX_DEPTH`` are dropped, keeping their text, as browsers do.
+    ``tags``: the count of "<" in ``text``, where the caller has it cheaper
+    (in the page's UTF-8 bytes). The text is returned itself when it is kept whole.
     """
-    tag_count = text.count("<")
+    tag_count = text.count("<") if tags is None else tags
     limit = _TAGS_PER_NODE * max_nodes
     if tag_count <= MAX_DEPTH or tag_count <= min(limit, _DEPTH_CHECK_TAGS):
         return text, False  # too few tags to nest so deep that parsing is slow
