@@ -337,6 +337,27 @@ def test_teaser_cards_of_other_stories_do_not_outweigh_a_short_story() -> None:
     assert "flere arter" in text and "Sak nummer" not in text
 
 
+def test_teaser_cards_in_the_storys_own_box_go_with_their_excerpts() -> None:
+    # "Recommended for you" set inside the box that holds the story: a list
+    # of cards, each a linked title, an excerpt and its source. Not one card
+    # is left, in the middle of the story or after it, while the story's
+    # own text on both sides of the middle strip stays.
+    cards = "".join(
+        f'<li class="kort"><h3><a href="/sak/{n}">Sak nummer {n}</a></h3>'
+        f"<p>{NORSK}</p><span>Kilde {n}</span></li>"
+        for n in range(5)
+    )
+    body = (
+        f'<div id="sak"><h1>Humler ved elva</h1><p>{DEUTSCH * 3}</p>'
+        f'<ul class="les-ogsa">{cards}</ul><p>Zum Schluss. {DEUTSCH * 2}</p>'
+        f'<h2>Anbefalt for deg</h2><ul class="strom">{cards}</ul></div>'
+    )
+    text = text_of(page(body, head=STORY_HEAD))
+    assert "Humler ved elva" in text and "mehr Arten" in text and "Zum Schluss" in text
+    assert "flere arter" not in text, text
+    assert "Sak nummer" not in text and "Kilde" not in text and "Anbefalt" not in text
+
+
 def test_a_listing_of_teaser_cards_keeps_them() -> None:
     # A listing page: its excerpts are what it says, whether alone or under
     # a short line of its own.

@@ -188,7 +188,8 @@ def parse_html(
     elements = _unpack_templates(tree, markup, elements)
     walker = _Walker(max_nodes)
     landmarks = _drop_boilerplate(tree, elements, aggressive=True)
-    container, article_end = _main_container(tree, max_nodes, landmarks, story=story)
+    container, article_end, teasers = _main_container(tree, max_nodes, landmarks, story=story)
+    _drop_teasers(container, teasers)
     walker.walk(container, stop_after=article_end)
     if not walker.blocks and not walker.limited:
         # Cleaning can remove a whole page whose wrapper has an unlucky class
@@ -213,7 +214,8 @@ def parse_html(
         tree = LexborHTMLParser(markup, scripting=True)
         elements = _unpack_templates(tree, markup, _Elements(tree))
         landmarks = _drop_boilerplate(tree, elements, aggressive=True, names=False)
-        container, article_end = _main_container(tree, max_nodes, landmarks, story=story)
+        container, article_end, teasers = _main_container(tree, max_nodes, landmarks, story=story)
+        _drop_teasers(container, teasers)
         second = _Walker(max_nodes)
         second.walk(container, stop_after=article_end)
         blocks = trim_edges(second.blocks, second.link_shares)
@@ -712,8 +714,9 @@ def _prose_chars(node: LexborNode) -> int:
 
 def _main_container(
     tree: LexborHTMLParser, max_nodes: int, landmarks: _Landmarks, *, story: bool = False
-) -> tuple[LexborNode | None, LexborNode | None]:
-    """Pick the element holding the article's text, and where the article ends.
+) -> tuple[LexborNode | None, LexborNode | None, list[LexborNode]]:
+    """Pick the element holding the article's text, where the article ends,
+    and the teasers of other stories found on the page (``_Densest.teasers``).
 
     The densest element by paragraph score is the structural candidate; an
     element the page declares as its article (microdata ``articleBody``,
@@ -727,7 +730,7 @@ def _main_container(
     """
     body = tree.body or tree.root
     if body is None:
-        return None, None
+        return None, None, []
     found = _densest(body, max_nodes, story=story)
     landmarks = landmarks.left()
     if found is None:
@@ -735,9 +738,9 @@ def _main_container(
         for nodes in (landmarks.main, landmarks.article):
             sized = [(_text_length(node), node) for node in nodes[:20]]
             if sized:
-                return max(sized, key=lambda pair: pair[0])[1], None
-        return body, None
-    top, content = found
+                return max(sized, key=lambda pair: pair[0])[1], None, []
+        return body, None, []
+    top, content, teasers = found
     best = content(top)
     for kind, share in _DECLARED_CONTAINERS:
         candidates = getattr(landmarks, kind)[:50]
@@ -748,8 +751,27 @@ def _main_container(
         )
         if chars >= share * best and chars > 0:
             wider = _widen(declared, chars, content)
-            return wider, (declared if wider is not declared else None)
-    return top, None
+            return wider, (declared if wider is not declared else None), teasers
+    return top, None, teasers
+
+
+def _drop_teasers(container: LexborNode | None, teasers: list[LexborNode]) -> None:
+    """Remove the teaser cards inside ``container``: other stories' titles,
+    excerpts and bylines, wherever they sit in the story. A card that holds
+    the container is kept.
+    """
+    if container is None or not teasers:
+        return
+    around = {container.mem_id, *(parent.mem_id for parent in _ancestors(container))}
+    inside = [
+        teaser
+        for teaser in teasers
+        if teaser.mem_id not in around and _ancestor_in(teaser, {container.mem_id}, _MAX_ANCESTORS)
+    ]
+    # Judged on the whole tree first: a node removed with an outer one is gone.
+    addresses = {teaser.mem_id for teaser in inside}
+    for teaser in [node for node in inside if not _ancestor_in(node, addresses, _MAX_ANCESTORS)]:
+        teaser.decompose()
 
 
 def _widen(node: LexborNode, chars: int, content: Callable[[LexborNode], int]) -> LexborNode:
@@ -893,14 +915,21 @@ def _score_paragraphs(
     return scores, direct, own, chars
 
 
-def _densest(
-    body: LexborNode, max_nodes: int, *, story: bool = False
-) -> tuple[LexborNode, Callable[[LexborNode], int]] | None:
+class _Densest(NamedTuple):
+    #: The element whose paragraphs score highest.
+    top: LexborNode
+    #: Any element's paragraph text outside links.
+    content: Callable[[LexborNode], int]
+    #: The teaser cards whose excerpts were counted as links: other stories'
+    #: titles and first lines on a page that holds one story (none on a listing).
+    teasers: list[LexborNode]
+
+
+def _densest(body: LexborNode, max_nodes: int, *, story: bool = False) -> _Densest | None:
     """The element whose paragraphs score highest (Readability's heuristic).
 
     Paragraphs (``_read_paragraphs``) are scored as Readability does; text
-    inside links counts against its paragraph. Returns the element and a
-    function giving any element's paragraph text outside links.
+    inside links counts against its paragraph.
     """
     paragraphs, linked_headings, nodes = _read_paragraphs(body, max_nodes)
     node_at: Callable[[int], LexborNode]
@@ -914,6 +943,7 @@ def _densest(
         for heading, link in islice(linked_headings.items(), _MAX_ELEMENT_CHECKS)
     ]
     cards = _teaser_cards(pairs)
+    discounted_teasers: list[LexborNode] = []
     if cards:
         # A teaser's excerpt reads as prose, but the story it stands for is
         # elsewhere: counted as the link it is, on a page that declares
@@ -927,6 +957,11 @@ def _densest(
             for key in teasers:
                 plain, links = paragraphs[key]
                 paragraphs[key] = ([], links + plain)
+            if other_chars * _LISTING_SHARE >= teaser_chars:
+                boxes = {
+                    box.mem_id: box for box in (_card_of(node_at(key), cards) for key in teasers)
+                }
+                discounted_teasers = list(boxes.values())
     scores, direct, own, chars = _score_paragraphs(paragraphs, nodes)
     if not scores:
         return None
@@ -982,7 +1017,7 @@ def _densest(
         if ancestor.tag in ("body", "html") or sum(1 for _ in ancestor.iter()) != 1:
             break
         top = ancestor
-    return top, content
+    return _Densest(top, content, discounted_teasers)
 
 
 def _teaser_cards(linked_headings: list[tuple[LexborNode, LexborNode]]) -> set[int]:
@@ -1023,6 +1058,15 @@ def _teaser_cards(linked_headings: list[tuple[LexborNode, LexborNode]]) -> set[i
         if len(short) >= _TEASER_GROUP:
             cards.update(node.mem_id for node in short)
     return cards
+
+
+def _card_of(node: LexborNode, cards: set[int]) -> LexborNode:
+    """The outermost of the teaser ``cards`` that ``node`` is or sits in."""
+    card = node
+    for parent in islice(_ancestors(node), _CARD_STEPS * 2):
+        if parent.mem_id in cards:
+            card = parent
+    return card
 
 
 def _in_card(node: LexborNode, cards: set[int]) -> bool:
@@ -1495,7 +1539,7 @@ def _read_check_page(whole: LexborHTMLParser) -> tuple[list[Any], ...]:
     walker.walk(page)
     blocks = [(block.text, block.kind, block.heading_path) for block in walker.blocks]
     densest = _densest(page, 10_000)
-    chosen = [densest[0].mem_id if densest else None]
+    chosen = [densest.top.mem_id if densest else None]
     return found, marks, lineage, links, read, chosen, blocks, walker.link_shares
 
 
