@@ -81,6 +81,25 @@ def test_a_closing_line_of_the_article_stays() -> None:
     assert text_of(page(body)).endswith("Hilsen Kari")
 
 
+def test_a_section_of_a_manual_named_like_chrome_keeps_its_code_and_lists() -> None:
+    # Manuals name each section for its title, so a word such as "sharing"
+    # can name one; its text is steps, a list and code, not long
+    # paragraphs. Code is what no share strip holds.
+    steps = "".join(f"<li>Steg {n}: kopier filen til mappen</li>" for n in range(8))
+    code = "\n".join(f"$ hg push --rev {n} ssh://server/repo" for n in range(9))
+    body = (
+        '<div class="body"><div class="section" id="intro"><h1>Manual</h1>'
+        + "".join(f"<p>{DEUTSCH * 2}</p>" for _ in range(4))
+        + '</div><div class="section" id="sharing-with-other-developers">'
+        f"<h2>Sharing with other developers</h2><p>{NORSK * 2}</p>"
+        f"<ul>{steps}</ul><pre>{code}</pre></div></div>"
+    )
+    text = text_of(page(body))
+    assert "mehr Arten" in text
+    assert "Sharing with other developers" in text and "flere arter" in text
+    assert "Steg 7" in text and "--rev 8" in text
+
+
 def test_a_wrapper_whose_class_reads_like_chrome_keeps_the_article_it_holds() -> None:
     # "share" and "widget" in a layout wrapper's classes: the prose decides.
     body = (

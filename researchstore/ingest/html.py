@@ -617,8 +617,9 @@ def _drop_boilerplate(
         if evidence not in ("name", "region", "overlay") or chars < _PROSE_MIN_CHARS:
             return False
         # Only a word in a class name says it is chrome, while the element
-        # reads as running text (most of it in long paragraphs): a layout
-        # wrapper such as "entry share" or "elementor-widget", kept.
+        # reads as running text (most of it in long paragraphs or code): a
+        # layout wrapper such as "entry share" or "elementor-widget", or a
+        # manual's section named for its title ("sharing-your-changes"), kept.
         budget -= chars
         return _prose_chars(node) * 2 >= chars
 
@@ -703,11 +704,12 @@ def _prose_in(blocks: list[Block]) -> int:
 
 
 def _prose_chars(node: LexborNode) -> int:
-    """Characters of ``node``'s text set in paragraphs long enough to be prose."""
+    """Characters of ``node``'s text set in paragraphs long enough to be prose,
+    or in preformatted blocks (code, which no strip of chrome holds)."""
     total = 0
-    for paragraph in node.css("p")[:500]:
+    for paragraph in node.css("p, pre")[:500]:
         length = _text_length(paragraph)
-        if length >= _PROSE_PARAGRAPH:
+        if length >= _PROSE_PARAGRAPH or paragraph.tag == "pre":
             total += length
     return total
 
