@@ -147,6 +147,24 @@ def test_a_declared_article_body_keeps_its_lead_paragraph() -> None:
     assert "Strømpris" not in text
 
 
+def test_an_article_body_declared_in_parts_is_read_whole() -> None:
+    # articleBody on each run of paragraphs, with a picture between: every
+    # part is the article, up to the end of the last one.
+    part = '<section itemprop="articleBody">{}</section>'
+    body = (
+        '<div class="story"><h1>Hummeln</h1>'
+        + part.format(f"<p>Erster Teil. {DEUTSCH * 3}</p><p>{DEUTSCH * 2}</p>")
+        + '<figure><img src="/h.jpg"><figcaption>Eine Hummel</figcaption></figure>'
+        + part.format(f"<p>Zweiter Teil. {NORSK * 3}</p><p>{NORSK * 2}</p>")
+        + part.format(f"<p>Dritter Teil. {DEUTSCH * 3}</p>")
+        + f'<ul class="tags">{links(STRIP)}</ul></div>'
+        + f'<div class="mer"><p>{NORSK * 4} Les mer i morgen.</p></div>'
+    )
+    text = text_of(page(body))
+    assert "Erster Teil" in text and "Zweiter Teil" in text and "Dritter Teil" in text
+    assert "Strømpris" not in text and "Les mer i morgen" not in text
+
+
 def test_a_page_wide_header_around_the_main_content_is_not_removed() -> None:
     body = f"<header><div><main><p>{NORSK * 3}</p><p>{NORSK * 2}</p></main></div></header>"
     assert "flere arter" in text_of(page(body))

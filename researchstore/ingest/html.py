@@ -751,10 +751,43 @@ def _main_container(
         chars, declared = max(
             ((content(node), node) for node in candidates), key=lambda pair: pair[0]
         )
+        end = declared
+        if kind == "body":
+            split = _split_body(candidates, content)
+            if split is not None:
+                chars, declared, end = split
         if chars >= share * best and chars > 0:
             wider = _widen(declared, chars, content)
-            return wider, (declared if wider is not declared else None), teasers
+            return wider, (end if wider is not end else None), teasers
     return top, None, teasers
+
+
+def _split_body(
+    bodies: list[LexborNode], content: Callable[[LexborNode], int]
+) -> tuple[int, LexborNode, LexborNode] | None:
+    """An article body declared in parts (``articleBody`` set on each run of
+    paragraphs between its pictures and boxes): the parts' paragraph text,
+    the nearest element holding them all, and the last part. None unless
+    there are several parts and that element holds little else.
+    """
+    parts = [node for node in bodies if content(node) > 0]
+    if len(parts) < 2:
+        return None
+    chain = [parts[0], *_ancestors(parts[0])]
+    depth = {node.mem_id: position for position, node in enumerate(chain)}
+    common = 0
+    for part in parts[1:]:
+        meets = next(
+            (depth[node.mem_id] for node in (part, *_ancestors(part)) if node.mem_id in depth), None
+        )
+        if meets is None:
+            return None
+        common = max(common, meets)
+    holder = chain[common]
+    chars = sum(content(part) for part in parts)
+    if holder.tag in ("body", "html") or content(holder) > _WIDEN_SHARE * chars:
+        return None
+    return chars, holder, parts[-1]
 
 
 def _drop_teasers(container: LexborNode | None, teasers: list[LexborNode]) -> None:
