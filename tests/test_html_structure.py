@@ -7,6 +7,8 @@ English word in it.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from researchstore.ingest.decode import decode_text
@@ -626,3 +628,57 @@ def test_a_short_line_ending_in_a_colon_right_before_the_story_introduces_it() -
     text = text_of(page(body))
     assert "Det beste kommer nå:" in text and "flere arter" in text
     assert "Av Kari Nordmann" not in text  # a byline line is still trimmed
+
+
+def json_ld(data: object) -> str:
+    return f'<script type="application/ld+json">{json.dumps(data)}</script>'
+
+
+FRAME = '<nav><a href="/">Start</a> <a href="/om">Om oss</a></nav><div id="app">Laster …</div>'
+
+
+def test_a_page_its_script_renders_is_read_from_its_json_ld_article_body() -> None:
+    # The markup holds only the frame the script fills; the page declares
+    # the article for machines, paragraphs split by blank lines.
+    article = {"@type": "NewsArticle", "articleBody": f"{NORSK * 3}\n\n{DEUTSCH * 3}"}
+    doc = parse_html(page(f"<h1>Humler ved elva</h1>{FRAME}", head=json_ld(article)))
+    texts = [block.text for block in doc.blocks]
+    assert texts[0] == "Humler ved elva"
+    assert texts[1] == (NORSK * 3).strip() and texts[2] == (DEUTSCH * 3).strip()
+    assert any("JSON-LD articleBody" in note for note in doc.skipped)
+
+
+def test_a_page_that_shows_only_its_lead_keeps_it_before_the_declared_body() -> None:
+    # A subscriber's article: the lead is shown, the rest is in the JSON-LD
+    # (in an @graph, as markup); the offer box is not the article.
+    lead = f"Innledning. {NORSK}"
+    body = "".join(f"<p>Del {n}. {DEUTSCH * 2}</p>" for n in range(4))
+    graph = {"@graph": [{"@type": "WebPage"}, {"@type": "Article", "articleBody": body}]}
+    markup = (
+        f'<article><h1>Humler ved elva</h1><p class="lead">{lead}</p>'
+        '<div class="tilbud"><ul><li>Bare for nye kunder</li><li>Si opp når du vil</li></ul></div>'
+        "</article>"
+    )
+    doc = parse_html(page(markup, head=json_ld(graph)))
+    texts = [block.text for block in doc.blocks]
+    assert texts[:2] == ["Humler ved elva", lead.strip()]
+    assert [text[:5] for text in texts[2:]] == ["Del 0", "Del 1", "Del 2", "Del 3"]
+    assert not any("<p>" in text for text in texts)
+
+
+def test_an_article_the_markup_holds_is_read_from_the_markup() -> None:
+    # The same article declared again, or a shorter or broken declaration:
+    # the markup is what the reader sees, and it is read.
+    paragraphs = f"<p>{NORSK * 3}</p><p>{DEUTSCH * 3}</p>"
+    markup = f"<article><h1>Humler</h1>{paragraphs}<p>Bare på nettsiden.</p></article>"
+    same = {"@type": "Article", "articleBody": f"{NORSK * 3}\n{DEUTSCH * 3}"}
+    for head in (
+        json_ld(same),
+        json_ld({"@type": "Article", "articleBody": NORSK}),
+        json_ld({"@type": "Article", "articleBody": ["ikke", "tekst"]}),
+        '<script type="application/ld+json">{"articleBody": "uavsluttet</script>',
+        json_ld({"articleBody": NORSK * 40}).replace('"articleBody"', '"articlebody"'),
+    ):
+        doc = parse_html(page(markup, head=head))
+        assert doc.blocks[-1].text == "Bare på nettsiden.", head
+        assert not any("JSON-LD" in note for note in doc.skipped)

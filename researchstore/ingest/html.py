@@ -40,6 +40,7 @@ from researchstore.ingest.html_rules import (
     is_hidden,
     iso_date,
     join_lines,
+    json_ld_body,
     json_ld_date,
     limit_markup,
     visible_date,
@@ -139,6 +140,11 @@ _DECLARED_CONTAINERS = (("body", 0.2), ("article", 0.5), ("main", 0.5))
 #: the second choice of container is taken when it shows this much prose.
 _FALLBACK_BELOW = 5000
 _FALLBACK_PROSE = 2 * PROSE_CHARS
+#: JSON-LD read for the article's text: at most so many blocks; used when
+#: it holds this many characters, and this many times the text the markup gave.
+_MAX_JSON_LD = 20
+_DECLARED_BODY_CHARS = 500
+_DECLARED_BODY_SHARE = 2
 #: Template scripts inside the declared article, read as markup (at most so many).
 _TEMPLATE_TYPES = ("text/template", "text/x-template")
 _MAX_SHADOW_ROOTS = 200
@@ -184,7 +190,7 @@ def parse_html(
 
     tree = LexborHTMLParser(markup, scripting=True)
     elements = _Elements(tree)
-    story = _read_metadata(tree, doc, elements)
+    story, json_ld = _read_metadata(tree, doc, elements)
     elements = _unpack_templates(tree, markup, elements)
     walker = _Walker(max_nodes)
     landmarks = _drop_boilerplate(tree, elements, aggressive=True)
@@ -221,6 +227,8 @@ def parse_html(
         blocks = trim_edges(second.blocks, second.link_shares)
         if not second.limited and _prose_in(blocks) >= _FALLBACK_PROSE:
             walker, doc.blocks = second, blocks
+    if json_ld and not walker.limited:
+        _read_declared_body(doc, json_ld, max_nodes)
     if doc.date is None:
         # Read before trimming: the byline is among the lines trimmed.
         _read_byline_date(doc, walker.blocks)
@@ -249,9 +257,13 @@ def _collapsed_length(parts: list[str]) -> int:
     return sum(map(len, words)) + len(words) - 1 if words else 0
 
 
-def _read_metadata(tree: LexborHTMLParser, doc: ParsedDocument, elements: _Elements) -> bool:
+def _read_metadata(
+    tree: LexborHTMLParser, doc: ParsedDocument, elements: _Elements
+) -> tuple[bool, list[str]]:
     """Fill ``doc``'s title, description, language and date from the page's
-    head; True when the page declares itself one story (``og:type`` article)."""
+    head. Returns whether the page declares itself one story (``og:type``
+    article), and the text of its JSON-LD blocks (their scripts are removed
+    before the article is read)."""
     found = _metadata_elements(tree, elements)
     metas: dict[str, str] = {}
     # Where each date-bearing key was read; keys of <meta> tags are "meta".
@@ -274,9 +286,10 @@ def _read_metadata(tree: LexborHTMLParser, doc: ParsedDocument, elements: _Eleme
         metas.setdefault("time", node.attributes.get("datetime") or "")
     # JSON-LD is parsed only when no <meta> says when the article appeared
     # (the one key read before it): parsing it is the costly part.
+    json_ld = [node.text() for node in found["json-ld"][:_MAX_JSON_LD]]
     if not iso_date(metas.get("article:published_time") or ""):
-        for node in found["json-ld"][:20]:
-            published = json_ld_date(node.text())
+        for source in json_ld:
+            published = json_ld_date(source)
             if published:
                 metas.setdefault("ld:datepublished", published)
                 break
@@ -307,7 +320,45 @@ def _read_metadata(tree: LexborHTMLParser, doc: ParsedDocument, elements: _Eleme
         if key in metas and (parsed := iso_date(metas[key])):
             doc.date, doc.date_source = parsed, date_sources.get(key, "meta")
             break
-    return (metas.get("og:type") or "").lower() == "article"
+    return (metas.get("og:type") or "").lower() == "article", json_ld
+
+
+def _read_declared_body(doc: ParsedDocument, json_ld: list[str], max_nodes: int) -> None:
+    """Read the article from the page's JSON-LD ``articleBody`` when the
+    markup held much less text: a page whose script renders the article
+    from data it carries, or one that shows its lead and keeps the rest
+    for subscribers. The markup's title and paragraphs of prose (the lead)
+    stay before it, unless the declared body holds them too.
+    """
+    body = next(filter(None, map(json_ld_body, json_ld)), None)
+    if body is None:
+        return
+    read = sum(len(block.text) for block in doc.blocks)
+    if len(body) < _DECLARED_BODY_CHARS or len(body) < _DECLARED_BODY_SHARE * read:
+        return
+    if "<" in body and ">" in body:
+        # Markup inside the string: its text, as a page's.
+        fragment = LexborHTMLParser(limit_markup(body, max_nodes=max_nodes, notes=doc.skipped)[0])
+        walker = _Walker(max_nodes)
+        walker.walk(fragment.body or fragment.root)
+        blocks = walker.blocks
+    else:
+        paragraphs = (_collapse(line) for line in body.splitlines())
+        blocks = [Block(text) for text in paragraphs if text]
+    if sum(len(block.text) for block in blocks) < _DECLARED_BODY_SHARE * read:
+        return
+    declared = _collapse(body)
+    lead = [
+        block
+        for position, block in enumerate(doc.blocks)
+        if (block.kind == "heading" and not position)
+        or (is_prose(block, 0.0) and _collapse(block.text) not in declared)
+    ]
+    doc.blocks = lead + blocks
+    doc.skipped.append(
+        f"the markup held {read} characters of text: "
+        f"read the {len(body)} of its JSON-LD articleBody after its title and lead"
+    )
 
 
 def _metadata_elements(tree: LexborHTMLParser, elements: _Elements) -> dict[str, list[LexborNode]]:

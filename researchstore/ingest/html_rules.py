@@ -34,6 +34,7 @@ __all__ = [
     "is_hidden",
     "iso_date",
     "join_lines",
+    "json_ld_body",
     "json_ld_date",
     "limit_markup",
     "visible_date",
@@ -394,6 +395,17 @@ def choose_title(title: str, og_title: str, h1: str, site_name: str = "") -> str
 
 def json_ld_date(source: str) -> str | None:
     """``datePublished`` from a JSON-LD block (an object, a list or an @graph)."""
+    return _json_ld_string(source, "datePublished")
+
+
+def json_ld_body(source: str) -> str | None:
+    """``articleBody`` from a JSON-LD block: the article's text as the page
+    declares it for machines (an object, a list or an @graph)."""
+    return _json_ld_string(source, "articleBody")
+
+
+def _json_ld_string(source: str, key: str) -> str | None:
+    """The first non-empty string at ``key`` in a JSON-LD block's objects."""
     try:
         data = json.loads(_CDATA.sub("", source))
     except (ValueError, RecursionError):  # malformed, or nested past the limit
@@ -406,7 +418,7 @@ def json_ld_date(source: str) -> str | None:
         if isinstance(item, list):
             pending.extend(item)
         elif isinstance(item, dict):
-            value = item.get("datePublished")
+            value = item.get(key)
             if isinstance(value, str) and value:
                 return value
             graph = item.get("@graph")
