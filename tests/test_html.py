@@ -623,6 +623,62 @@ def test_the_c_speedup_bounds_nesting_as_python_does(text: str) -> None:
     assert html_rules._markup_depth(text) == max(accumulate(steps, initial=0))
 
 
+def _many_tags(body: str) -> bytes:
+    """A page with more tags than the nesting check skips, around ``body``."""
+    filler = "".join(f"<span>{n}</span>" for n in range(3000))
+    return f"<html><body><div>{filler}</div>{body}</body></html>".encode()
+
+
+@pytest.mark.parametrize(
+    ("wrapper", "seen"),
+    [
+        ("<script>var cards = '{}';</script>", "var cards"),
+        ("<SCRIPT type=module>const c = `{}`</SCRIPT >", "const c"),
+        ("<style>/* {} */ p {{ color: red }}</style>", "color: red"),
+        ("<!-- {} -->", "-->"),
+        ("<noscript>{}</noscript>", "<div"),
+        ("<textarea>{}</textarea>", "<div"),
+    ],
+)
+def test_tags_inside_scripts_and_comments_are_no_elements(wrapper: str, seen: str) -> None:
+    # Markup quoted in a script, a style or a comment, never closed there:
+    # counted as elements, it looked nested past the limit, and the start
+    # tags after it (the script's own, the article's) were dropped.
+    quoted = "<div class=card>" * (html_rules.MAX_DEPTH + 100)
+    article = f"<p>{'Forskerne talte humler langs elva hver morgen. ' * 4}</p>" * 3
+    doc = parse_html(
+        _many_tags(wrapper.format(quoted) + f"<article><h1>Humler</h1>{article}</article>")
+    )
+    assert not any("flattened" in note for note in doc.skipped), doc.skipped
+    text = "\n".join(block.text for block in doc.blocks)
+    assert "Forskerne talte humler" in text and seen not in text and "card" not in text
+
+
+def test_a_script_left_open_masks_the_rest_of_the_page_in_linear_time() -> None:
+    # Every start of a raw-text element is looked for once from where the
+    # last one ended: many left open cost no more than one.
+    text = "<div>" * 600 + "<script>" * 50_000 + "<style>" * 50_000
+    masked = html_rules._mask_raw_text(text)
+    assert len(masked) == len(text)
+    assert masked.startswith("<div>" * 600 + "<script>") and masked.rstrip() == masked[:3008]
+    notes: list[str] = []
+    kept, _ = html_rules.limit_markup(text, max_nodes=200_000, notes=notes)
+    assert "flattened 88 elements nested deeper than 512" in notes
+    assert kept.count("<div>") == html_rules.MAX_DEPTH and "<script>" * 50_000 in kept
+
+
+def test_markup_nested_past_the_limit_outside_scripts_is_still_flattened() -> None:
+    deep = (
+        "<div>" * (html_rules.MAX_DEPTH + 10) + "dyp tekst" + "</div>" * (html_rules.MAX_DEPTH + 10)
+    )
+    notes: list[str] = []
+    kept, _ = html_rules.limit_markup(
+        "<script>x = '<div>'</script>" * 3000 + deep, max_nodes=200_000, notes=notes
+    )
+    assert notes == [f"flattened 10 elements nested deeper than {html_rules.MAX_DEPTH}"]
+    assert kept.count("<div>") == 3000 + html_rules.MAX_DEPTH and "dyp tekst" in kept
+
+
 #: Attribute values an element may mark itself with: every role and item
 #: property the rules name (in any case), others, empty ones, and some past ASCII.
 _ROLE_VALUES = sorted(

@@ -59,6 +59,22 @@ _FLAT_NAMES = tuple(
     "p li dt dd option optgroup tr td th thead tbody tfoot colgroup caption rb rt rp rtc "
     "html head body".split()
 )
+#: Elements whose content the parser reads as text or script, never as tags
+#: (``<noscript>`` among them: pages are parsed with scripting on).
+_RAW_TEXT = (
+    "script",
+    "style",
+    "textarea",
+    "title",
+    "xmp",
+    "iframe",
+    "noembed",
+    "noframes",
+    "noscript",
+)
+_RAW_OPEN = re.compile(r"<(" + "|".join(_RAW_TEXT) + r")(?=[\s/>])[^>]*>|<!--", re.IGNORECASE)
+_RAW_NAMES = frozenset(_RAW_TEXT)
+_RAW_CLOSE = {name: re.compile(rf"</{name}(?=[\s/>])", re.IGNORECASE) for name in _RAW_TEXT}
 _FLAT_TAGS = frozenset(
     tag for name in _FLAT_NAMES for tag in (name, name.upper(), f"/{name}", f"/{name.upper()}")
 )
@@ -221,12 +237,43 @@ def limit_markup(
         text = text[:end] if end > 0 else text
         notes.append(f"more than {limit} tags: read the first part")
         cut_short = True
+    # Tags are counted outside scripts, styles and comments: "<span" in a
+    # script's string is no element (and a script whose start tag were
+    # dropped would be read as text).
+    masked = _mask_raw_text(text)
     # A quick upper bound of the depth (elements that never nest, such as
     # void ones, <p>, <li> and <td>, do not count); only past MAX_DEPTH does
     # the exact, slower pass run.
-    if _markup_depth(text) <= MAX_DEPTH:
+    if _markup_depth(masked) <= MAX_DEPTH:
         return text, cut_short
-    return _flatten(text, notes), cut_short
+    return _flatten(text, masked, notes), cut_short
+
+
+def _mask_raw_text(text: str) -> str:
+    """``text`` with the content of every raw-text element (``_RAW_TEXT``) and
+    comment blanked out, each character a space: positions are kept, and
+    what the parser reads as text or script is never taken for a tag. An
+    element left open runs to the end, as the parser reads it."""
+    pieces: list[str] = []
+    position = 0
+    while (match := _RAW_OPEN.search(text, position)) is not None:
+        start = match.end()
+        name = match.group(1)
+        if name is None:  # a comment
+            end = text.find("-->", start)
+        else:
+            close = _RAW_CLOSE[name.lower()].search(text, start)
+            end = -1 if close is None else close.start()
+        end = len(text) if end < 0 else end
+        pieces.append(text[position:start])
+        pieces.append(" " * (end - start))
+        position = end
+        if end == len(text):
+            break
+    if not pieces:
+        return text
+    pieces.append(text[position:])
+    return "".join(pieces)
 
 
 def _markup_depth(text: str) -> int:
@@ -237,14 +284,17 @@ def _markup_depth(text: str) -> int:
     return max(accumulate(steps, initial=0))
 
 
-def _flatten(text: str, notes: list[str]) -> str:
-    """Drop start tags nested deeper than ``MAX_DEPTH`` and their end tags."""
+def _flatten(text: str, masked: str, notes: list[str]) -> str:
+    """Drop start tags nested deeper than ``MAX_DEPTH`` and their end tags,
+    found in ``masked`` (``_mask_raw_text(text)``) and cut from ``text``."""
     cuts: list[tuple[int, int]] = []
     open_tags: list[tuple[str, bool]] = []  # (name, dropped), the stack of open elements
     dropped_count = 0
-    for match in _TAG_SPAN.finditer(text):
+    for match in _TAG_SPAN.finditer(masked):
         name = match.group(2).lower()
-        if match.group(3) or name in _FLAT_TAGS:  # self-closing (<path/>) or flat
+        if match.group(3) or name in _FLAT_TAGS or name in _RAW_NAMES:
+            # Self-closing (<path/>), flat, or a script's or a style's own
+            # tag: dropped, what it holds would be read as text.
             continue
         if not match.group(1):
             dropped = len(open_tags) >= MAX_DEPTH
