@@ -36,9 +36,10 @@
  * id): which of ``rules``' words (a whole run of letters) or parts (anywhere)
  * it holds. NotImplemented for any other text (Python reads it).
  *
- *   markup_depth(text, flat) -> int
+ *   markup_depth(text, flat, raw) -> int
  *
- * html_rules.limit_markup's bound on how deeply a page's tags nest.
+ * html_rules.limit_markup's bound on how deeply a page's tags nest, tags
+ * inside raw-text elements and comments not counted.
  *
  *   lexbor_bind, evidence_at; lexbor_tree, lexbor_node, elements_at, marked_at,
  *   ancestor_in, text_length,
@@ -979,34 +980,110 @@ static PyObject *name_evidence(PyObject *module, PyObject *args) {
 
 /* -- markup_depth: how deep a page's tags may nest ------------------------------ */
 
+/* Whether ``text`` holds ``name`` (lower-case ASCII) at ``at``, each letter
+   in either case, followed by whitespace, "/" or ">". */
+static int raw_name_at(int kind, const void *data, Py_ssize_t size, Py_ssize_t at,
+                       const char *name, Py_ssize_t length) {
+    if (at + length >= size) {
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < length; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, at + i);
+        if (c != (Py_UCS4)name[i] && c + 32 != (Py_UCS4)name[i]) {
+            return 0;
+        }
+    }
+    Py_UCS4 next = PyUnicode_READ(kind, data, at + length);
+    return next == '/' || next == '>' || Py_UNICODE_ISSPACE(next);
+}
+
+/* Where the content of a raw-text element or comment starting at ``at`` (its
+   "<") ends: the "<" of its end tag, or of "-->"; ``size`` when it is never
+   closed. -1 when none starts there (html_rules._mask_raw_text's rules). */
+static Py_ssize_t raw_text_end(int kind, const void *data, Py_ssize_t size, Py_ssize_t at,
+                               const char **raw, const Py_ssize_t *raw_lengths,
+                               Py_ssize_t raw_count) {
+    if (at + 3 < size && PyUnicode_READ(kind, data, at + 1) == '!' &&
+        PyUnicode_READ(kind, data, at + 2) == '-' && PyUnicode_READ(kind, data, at + 3) == '-') {
+        for (Py_ssize_t end = at + 4; end + 2 < size; end++) {
+            if (PyUnicode_READ(kind, data, end) == '-' &&
+                PyUnicode_READ(kind, data, end + 1) == '-' &&
+                PyUnicode_READ(kind, data, end + 2) == '>') {
+                return end;
+            }
+        }
+        return size;
+    }
+    for (Py_ssize_t r = 0; r < raw_count; r++) {
+        if (!raw_name_at(kind, data, size, at + 1, raw[r], raw_lengths[r])) {
+            continue;
+        }
+        Py_ssize_t content = at + 1 + raw_lengths[r];
+        while (content < size && PyUnicode_READ(kind, data, content) != '>') {
+            content++;
+        }
+        if (content >= size) {
+            return -1; /* no ">": not read as the element's start */
+        }
+        for (Py_ssize_t end = content + 1; end + 1 < size; end++) {
+            if (PyUnicode_READ(kind, data, end) == '<' &&
+                PyUnicode_READ(kind, data, end + 1) == '/' &&
+                raw_name_at(kind, data, size, end + 2, raw[r], raw_lengths[r])) {
+                return end;
+            }
+        }
+        return size;
+    }
+    return -1;
+}
+
+/* Reads a tuple of at most 64 ASCII names into ``names`` and ``lengths``. */
+static int read_names(PyObject *tuple, const char **names, Py_ssize_t *lengths,
+                      Py_ssize_t *count) {
+    *count = PyTuple_GET_SIZE(tuple);
+    if (*count > 64) {
+        PyErr_SetString(PyExc_ValueError, "at most 64 tag names");
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < *count; i++) {
+        names[i] = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(tuple, i), &lengths[i]);
+        if (names[i] == NULL) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* html_rules.limit_markup's bound: the most tags open at once, counting a
    start tag +1 and an end tag -1, save the ``flat`` ones (each ASCII, in lower
    case; a tag name written in lower or in upper case matches). A tag is "<",
-   an optional "/", an ASCII letter, then anything but whitespace, "/" or ">". */
+   an optional "/", an ASCII letter, then anything but whitespace, "/" or ">".
+   What the ``raw`` elements (script, style...) and comments hold is skipped,
+   as html_rules._mask_raw_text blanks it. */
 static PyObject *markup_depth(PyObject *module, PyObject *args) {
-    PyObject *text, *flat;
+    PyObject *text, *flat, *raw_names;
     (void)module;
-    if (!PyArg_ParseTuple(args, "UO!:markup_depth", &text, &PyTuple_Type, &flat)) {
+    if (!PyArg_ParseTuple(args, "UO!O!:markup_depth", &text, &PyTuple_Type, &flat,
+                          &PyTuple_Type, &raw_names)) {
         return NULL;
     }
     /* The flat names by length (at most 15 letters). */
-    const char *names[64];
-    Py_ssize_t lengths[64], count = PyTuple_GET_SIZE(flat);
-    if (count > 64) {
-        PyErr_SetString(PyExc_ValueError, "at most 64 flat tag names");
+    const char *names[64], *raw[64];
+    Py_ssize_t lengths[64], count, raw_lengths[64], raw_count;
+    if (!read_names(flat, names, lengths, &count) ||
+        !read_names(raw_names, raw, raw_lengths, &raw_count)) {
         return NULL;
-    }
-    for (Py_ssize_t i = 0; i < count; i++) {
-        names[i] = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(flat, i), &lengths[i]);
-        if (names[i] == NULL) {
-            return NULL;
-        }
     }
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
     Py_ssize_t size = PyUnicode_GET_LENGTH(text), depth = 0, deepest = 0;
     for (Py_ssize_t at = 0; at < size; at++) {
         if (PyUnicode_READ(kind, data, at) != '<') {
+            continue;
+        }
+        Py_ssize_t skip_to = raw_text_end(kind, data, size, at, raw, raw_lengths, raw_count);
+        if (skip_to >= 0 && PyUnicode_READ(kind, data, at + 1) == '!') {
+            at = skip_to - 1; /* a comment: on after it */
             continue;
         }
         Py_ssize_t start = at + 1;
@@ -1044,6 +1121,9 @@ static PyObject *markup_depth(PyObject *module, PyObject *args) {
             deepest = depth > deepest ? depth : deepest;
         }
         at = end - 1;
+        if (skip_to >= 0 && !closing) {
+            at = skip_to - 1; /* its end tag is read next, as a tag */
+        }
     }
     return PyLong_FromSsize_t(deepest);
 }
@@ -3196,8 +3276,9 @@ static PyMethodDef methods[] = {
      "name_evidence(names, rules): html_rules._read_names for an ASCII id and class "
      "(``rules``: html_rules._NAME_RULES); NotImplemented for any other."},
     {"markup_depth", markup_depth, METH_VARARGS,
-     "markup_depth(text, flat): the most tags open at once in ``text``, the ``flat`` ones "
-     "(lower-case ASCII names, in a tuple) not counted (html_rules.limit_markup)."},
+     "markup_depth(text, flat, raw): the most tags open at once in ``text``, the ``flat`` "
+     "ones (lower-case ASCII names, in a tuple) not counted, nor any inside a ``raw`` element "
+     "or a comment (html_rules.limit_markup)."},
     {"lexbor_bind", lexbor_bind, METH_VARARGS,
      "lexbor_bind(path): bind the tree functions of selectolax's loaded Lexbor module at "
      "``path``; whether they could be."},

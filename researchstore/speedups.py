@@ -58,9 +58,10 @@ class Speedups(Protocol):
         (``html_rules._NAME_RULES``); NotImplemented for any other."""
         ...
 
-    def markup_depth(self, text: str, flat: tuple[str, ...], /) -> int:
+    def markup_depth(self, text: str, flat: tuple[str, ...], raw: tuple[str, ...], /) -> int:
         """The most tags open at once in ``text``, those named in ``flat`` (in
-        lower or upper case) not counted (``html_rules._markup_depth``)."""
+        lower or upper case) not counted, nor any inside a ``raw`` element or a
+        comment (``html_rules._markup_depth``)."""
         ...
 
     def lexbor_bind(self, path: str, /) -> bool:

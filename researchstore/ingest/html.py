@@ -330,11 +330,13 @@ def _read_declared_body(doc: ParsedDocument, json_ld: list[str], max_nodes: int)
     for subscribers. The markup's title and paragraphs of prose (the lead)
     stay before it, unless the declared body holds them too.
     """
-    body = next(filter(None, map(json_ld_body, json_ld)), None)
-    if body is None:
-        return
     read = sum(len(block.text) for block in doc.blocks)
-    if len(body) < _DECLARED_BODY_CHARS or len(body) < _DECLARED_BODY_SHARE * read:
+    wanted = max(_DECLARED_BODY_CHARS, _DECLARED_BODY_SHARE * read)
+    # A block's text is no shorter than any string in it: most pages' JSON-LD
+    # is too short to hold such a body, and is not parsed again.
+    sources = [source for source in json_ld if len(source) >= wanted and "articleBody" in source]
+    body = next(filter(None, map(json_ld_body, sources)), None)
+    if body is None or len(body) < wanted:
         return
     if "<" in body and ">" in body:
         # Markup inside the string: its text, as a page's.

@@ -54,27 +54,29 @@ _TAG_NAME = re.compile(r"<(/?[A-Za-z][^\s/>]*)")
 _TAG_SPAN = re.compile(r"<(/?)([A-Za-z][^\s/>]*)[^>]*?(/?)>")
 # Elements that do not deepen the tree: void ones, and those the parser
 # closes when a sibling starts (<p>, <li>, <td>...).
-_FLAT_NAMES = tuple(
-    "area base br col embed hr img input link meta param source track wbr keygen "
-    "p li dt dd option optgroup tr td th thead tbody tfoot colgroup caption rb rt rp rtc "
-    "html head body".split()
-)
 #: Elements whose content the parser reads as text or script, never as tags
-#: (``<noscript>`` among them: pages are parsed with scripting on).
-_RAW_TEXT = (
-    "script",
-    "style",
-    "textarea",
-    "title",
-    "xmp",
-    "iframe",
-    "noembed",
-    "noframes",
-    "noscript",
+#: (``<noscript>`` among them: pages are parsed with scripting on). Flat too:
+#: a script's own tag is never dropped, or what it holds would read as text.
+_RAW_TEXT = tuple("script style textarea title xmp iframe noembed noframes noscript".split())
+_FLAT_NAMES = (
+    *"area base br col embed hr img input link meta param source track wbr keygen "
+    "p li dt dd option optgroup tr td th thead tbody tfoot colgroup caption rb rt rp rtc "
+    "html head body".split(),
+    *_RAW_TEXT,
 )
-_RAW_OPEN = re.compile(r"<(" + "|".join(_RAW_TEXT) + r")(?=[\s/>])[^>]*>|<!--", re.IGNORECASE)
+
+
+def _either_case(name: str) -> str:
+    """A pattern for ASCII ``name`` with each letter in either case (not
+    IGNORECASE, which also takes "ſ" for "s", as the C scan does not)."""
+    return "".join(f"[{letter}{letter.upper()}]" for letter in name)
+
+
+#: What the scan for raw-text elements steps by: a comment's start, or a
+#: tag's name as ``_TAG_NAME`` reads it (a "<" inside a name starts nothing).
+_RAW_STEP = re.compile(r"<!--|<(/?)([A-Za-z][^\s/>]*)")
 _RAW_NAMES = frozenset(_RAW_TEXT)
-_RAW_CLOSE = {name: re.compile(rf"</{name}(?=[\s/>])", re.IGNORECASE) for name in _RAW_TEXT}
+_RAW_CLOSE = {name: re.compile(rf"</{_either_case(name)}(?=[\s/>])") for name in _RAW_TEXT}
 _FLAT_TAGS = frozenset(
     tag for name in _FLAT_NAMES for tag in (name, name.upper(), f"/{name}", f"/{name.upper()}")
 )
@@ -237,50 +239,60 @@ def limit_markup(
         text = text[:end] if end > 0 else text
         notes.append(f"more than {limit} tags: read the first part")
         cut_short = True
-    # Tags are counted outside scripts, styles and comments: "<span" in a
-    # script's string is no element (and a script whose start tag were
-    # dropped would be read as text).
-    masked = _mask_raw_text(text)
     # A quick upper bound of the depth (elements that never nest, such as
-    # void ones, <p>, <li> and <td>, do not count); only past MAX_DEPTH does
-    # the exact, slower pass run.
-    if _markup_depth(masked) <= MAX_DEPTH:
+    # void ones, <p>, <li> and <td>, do not count, nor does "<span" quoted
+    # in a script's string or a comment); only past MAX_DEPTH does the
+    # exact, slower pass run.
+    if _markup_depth(text) <= MAX_DEPTH:
         return text, cut_short
-    return _flatten(text, masked, notes), cut_short
+    return _flatten(text, _mask_raw_text(text), notes), cut_short
 
 
 def _mask_raw_text(text: str) -> str:
-    """``text`` with the content of every raw-text element (``_RAW_TEXT``) and
-    comment blanked out, each character a space: positions are kept, and
-    what the parser reads as text or script is never taken for a tag. An
-    element left open runs to the end, as the parser reads it."""
+    """``text`` with what every raw-text element (``_RAW_TEXT``) and comment
+    holds blanked out, each character a space: positions are kept, and what
+    the parser reads as text or script is never taken for a tag. A start
+    tag's attributes are blanked too (a "<" there opens nothing). An element
+    left open runs to the end, as the parser reads it; a start tag without
+    its ">" starts nothing. The C bound (``_speedups.markup_depth``) skips
+    exactly this."""
     pieces: list[str] = []
-    position = 0
-    while (match := _RAW_OPEN.search(text, position)) is not None:
-        start = match.end()
-        name = match.group(1)
+    position = kept = 0
+    size = len(text)
+    while (match := _RAW_STEP.search(text, position)) is not None:
+        position = start = match.end()
+        name = match.group(2)
         if name is None:  # a comment
             end = text.find("-->", start)
+        elif (
+            match.group(1)
+            or start == size
+            or not name.isascii()
+            or name.lower() not in _RAW_NAMES
+            or text.find(">", start) < 0
+        ):
+            continue
         else:
             close = _RAW_CLOSE[name.lower()].search(text, start)
             end = -1 if close is None else close.start()
-        end = len(text) if end < 0 else end
-        pieces.append(text[position:start])
+        end = size if end < 0 else end
+        pieces.append(text[kept:start])
         pieces.append(" " * (end - start))
-        position = end
-        if end == len(text):
+        position = kept = end
+        if end == size:
             break
     if not pieces:
         return text
-    pieces.append(text[position:])
+    pieces.append(text[kept:])
     return "".join(pieces)
 
 
 def _markup_depth(text: str) -> int:
-    """The most tags open at once in ``text`` (those in ``_FLAT_TAGS`` not counted)."""
+    """The most tags open at once in ``text`` (those in ``_FLAT_TAGS`` not
+    counted, nor any in what ``_mask_raw_text`` blanks)."""
     if _speedups is not None:
-        return _speedups.markup_depth(text, _FLAT_NAMES)
-    steps = map(_DEPTH_STEPS.__getitem__, _TAG_NAME.findall(text))
+        return _speedups.markup_depth(text, _FLAT_NAMES, _RAW_TEXT)
+    steps = map(_DEPTH_STEPS.__getitem__, _TAG_NAME.findall(_mask_raw_text(text)))
     return max(accumulate(steps, initial=0))
 
 
@@ -292,9 +304,7 @@ def _flatten(text: str, masked: str, notes: list[str]) -> str:
     dropped_count = 0
     for match in _TAG_SPAN.finditer(masked):
         name = match.group(2).lower()
-        if match.group(3) or name in _FLAT_TAGS or name in _RAW_NAMES:
-            # Self-closing (<path/>), flat, or a script's or a style's own
-            # tag: dropped, what it holds would be read as text.
+        if match.group(3) or name in _FLAT_TAGS:  # self-closing (<path/>) or flat
             continue
         if not match.group(1):
             dropped = len(open_tags) >= MAX_DEPTH
