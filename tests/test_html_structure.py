@@ -395,6 +395,8 @@ def test_teaser_cards_in_the_storys_own_box_go_with_their_excerpts() -> None:
     assert "Humler ved elva" in text and "mehr Arten" in text and "Zum Schluss" in text
     assert "flere arter" not in text, text
     assert "Sak nummer" not in text and "Kilde" not in text and "Anbefalt" not in text
+    # A page that does not say it is one story (a shop, a forum) keeps them.
+    assert "Sak nummer 4" in text_of(page(body))
 
 
 def test_a_listing_of_teaser_cards_keeps_them() -> None:

@@ -1008,8 +1008,8 @@ class _Densest(NamedTuple):
     top: LexborNode
     #: Any element's paragraph text outside links.
     content: Callable[[LexborNode], int]
-    #: The teaser cards whose excerpts were counted as links: other stories'
-    #: titles and first lines on a page that holds one story (none on a listing).
+    #: The teaser cards to remove: other stories' titles and first lines on a
+    #: page that declares itself one story (none on any other page).
     teasers: list[LexborNode]
 
 
@@ -1045,7 +1045,10 @@ def _densest(body: LexborNode, max_nodes: int, *, story: bool = False) -> _Dense
             for key in teasers:
                 plain, links = paragraphs[key]
                 paragraphs[key] = ([], links + plain)
-            if other_chars * _LISTING_SHARE >= teaser_chars:
+            if story and other_chars * _LISTING_SHARE >= teaser_chars:
+                # Removed whole from the container too, only where the page
+                # declares one story and its own text holds its own: a
+                # shop's or a forum's cards may be what it lists.
                 boxes = {
                     box.mem_id: box for box in (_card_of(node_at(key), cards) for key in teasers)
                 }
