@@ -614,7 +614,7 @@ _MARKUP_PIECES = [
     "<a\u00a0b>", "<a\u3000", "<é>", "<span/>", "<h1>", "</h1>", " ", "x", "/", "\n",
     "<script>", "</script>", "<SCRIPT ", "</Script\u00a0", "<style", "</STYLE>", "<!--", "-->",
     "<!-", "--", "<ſcript>", "<textarea/", "</textarea>", "<title>", "</TITLE>", "<noscript>",
-    "</noscript", "<scripts>", "</scripts>",
+    "</noscript", "<scripts>", "</scripts>", "<textarea/</textarea>",
 ]  # fmt: skip
 
 

@@ -269,11 +269,13 @@ def _mask_raw_text(text: str) -> str:
             or start == size
             or not name.isascii()
             or name.lower() not in _RAW_NAMES
-            or text.find(">", start) < 0
+            or (tag_end := text.find(">", start)) < 0
         ):
             continue
         else:
-            close = _RAW_CLOSE[name.lower()].search(text, start)
+            # What it holds starts after its start tag's ">": an end tag
+            # written before that is inside the start tag, as the parser reads it.
+            close = _RAW_CLOSE[name.lower()].search(text, tag_end + 1)
             end = -1 if close is None else close.start()
         end = size if end < 0 else end
         pieces.append(text[kept:start])
