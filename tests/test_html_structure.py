@@ -642,11 +642,15 @@ FRAME = '<nav><a href="/">Start</a> <a href="/om">Om oss</a></nav><div id="app">
 def test_a_page_its_script_renders_is_read_from_its_json_ld_article_body() -> None:
     # The markup holds only the frame the script fills; the page declares
     # the article for machines, paragraphs split by blank lines.
-    article = {"@type": "NewsArticle", "articleBody": f"{NORSK * 3}\n\n{DEUTSCH * 3}"}
+    article = {
+        "@type": "NewsArticle",
+        "articleBody": f"{NORSK * 3}\n\n{DEUTSCH * 3}\nR&amp;D &#8211; slutt",
+    }
     doc = parse_html(page(f"<h1>Humler ved elva</h1>{FRAME}", head=json_ld(article)))
     texts = [block.text for block in doc.blocks]
     assert texts[0] == "Humler ved elva"
     assert texts[1] == (NORSK * 3).strip() and texts[2] == (DEUTSCH * 3).strip()
+    assert texts[3] == "R&D – slutt"
     assert any("JSON-LD articleBody" in note for note in doc.skipped)
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
+from html import unescape
 from itertools import islice
 from types import NotImplementedType
 from typing import Any, NamedTuple
@@ -345,7 +346,8 @@ def _read_declared_body(doc: ParsedDocument, json_ld: list[str], max_nodes: int)
         walker.walk(fragment.body or fragment.root)
         blocks = walker.blocks
     else:
-        paragraphs = (_collapse(line) for line in body.splitlines())
+        # Plain text, where publishers often leave entities ("&amp;", "&#8217;").
+        paragraphs = (_collapse(unescape(line)) for line in body.splitlines())
         blocks = [Block(text) for text in paragraphs if text]
     if sum(len(block.text) for block in blocks) < _DECLARED_BODY_SHARE * read:
         return
