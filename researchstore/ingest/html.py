@@ -1039,7 +1039,11 @@ def _densest(body: LexborNode, max_nodes: int, *, story: bool = False) -> _Dense
         # elsewhere: counted as the link it is, on a page that declares
         # itself one story or holds enough text besides; otherwise the page
         # is a listing, and its teasers are what it says.
-        teasers = [key for key in paragraphs if _in_card(node_at(key), cards)]
+        # Each teaser paragraph, with the outermost card it sits in.
+        card_of = {
+            key: card for key in paragraphs if (card := _card_of(node_at(key), cards)) is not None
+        }
+        teasers = list(card_of)
         teaser_chars = sum(len(text) for key in teasers for text in paragraphs[key][0])
         other_chars = sum(len(text) for plain, _ in paragraphs.values() for text in plain)
         other_chars -= teaser_chars
@@ -1051,9 +1055,7 @@ def _densest(body: LexborNode, max_nodes: int, *, story: bool = False) -> _Dense
                 # Removed whole from the container too, only where the page
                 # declares one story and its own text holds its own: a
                 # shop's or a forum's cards may be what it lists.
-                boxes = {
-                    box.mem_id: box for box in (_card_of(node_at(key), cards) for key in teasers)
-                }
+                boxes = {card.mem_id: card for card in card_of.values()}
                 discounted_teasers = list(boxes.values())
     scores, direct, own, chars = _score_paragraphs(paragraphs, nodes)
     if not scores:
@@ -1153,20 +1155,13 @@ def _teaser_cards(linked_headings: list[tuple[LexborNode, LexborNode]]) -> set[i
     return cards
 
 
-def _card_of(node: LexborNode, cards: set[int]) -> LexborNode:
-    """The outermost of the teaser ``cards`` that ``node`` is or sits in."""
-    card = node
+def _card_of(node: LexborNode, cards: set[int]) -> LexborNode | None:
+    """The outermost of the teaser ``cards`` that ``node`` is or sits in, if any."""
+    card = node if node.mem_id in cards else None
     for parent in islice(_ancestors(node), _CARD_STEPS * 2):
         if parent.mem_id in cards:
             card = parent
     return card
-
-
-def _in_card(node: LexborNode, cards: set[int]) -> bool:
-    """Whether ``node`` is or sits in one of the teaser ``cards``."""
-    if node.mem_id in cards:
-        return True
-    return any(parent.mem_id in cards for parent in islice(_ancestors(node), _CARD_STEPS * 2))
 
 
 def _link_chars(node: LexborNode) -> int:

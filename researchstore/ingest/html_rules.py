@@ -74,7 +74,7 @@ def _either_case(name: str) -> str:
 
 #: What the scan for raw-text elements steps by: a comment's start, or a
 #: tag's name as ``_TAG_NAME`` reads it (a "<" inside a name starts nothing).
-_RAW_STEP = re.compile(r"<!--|<(/?)([A-Za-z][^\s/>]*)")
+_RAW_STEP = re.compile("<!--|" + _TAG_NAME.pattern)
 _RAW_NAMES = frozenset(_RAW_TEXT)
 _RAW_CLOSE = {name: re.compile(rf"</{_either_case(name)}(?=[\s/>])") for name in _RAW_TEXT}
 _FLAT_TAGS = frozenset(
@@ -261,11 +261,11 @@ def _mask_raw_text(text: str) -> str:
     size = len(text)
     while (match := _RAW_STEP.search(text, position)) is not None:
         position = start = match.end()
-        name = match.group(2)
+        name = match.group(1)
         if name is None:  # a comment
             end = text.find("-->", start)
         elif (
-            match.group(1)
+            name.startswith("/")
             or start == size
             or not name.isascii()
             or name.lower() not in _RAW_NAMES
