@@ -11,8 +11,10 @@ input can raise a parse error.
 Each chunk's words are analysed in its document's language
 (``language.analysis_key``), all in one ``text`` field: English by Tantivy,
 any other language here, its terms marked so that the English analysis
-leaves them be (``MARK``). A query asks for its words as every analysis
-that holds chunks makes them, the forms of one word weighed as one.
+leaves them be (``MARK``). Each analysis drops the English stop words and
+its language's own (``build_analyzer``), in the index and the query alike.
+A query asks for its words as every analysis that holds chunks makes them,
+the forms of one word weighed as one.
 
 Damage is Tantivy's to find and this module's to name: a folder whose
 ``meta.json`` or segment files are missing or empty is refused on opening,
@@ -64,7 +66,7 @@ from researchstore.language import (
 from researchstore.speedups import SPEEDUPS
 
 #: Bump when the fields or the analyzer change: older indexes are rebuilt.
-INDEX_SCHEMA_VERSION = 4
+INDEX_SCHEMA_VERSION = 5
 ANALYZER = "rs_en"
 
 _PHRASE = re.compile(r'"([^"]+)"')
@@ -85,36 +87,73 @@ STOPWORDS = (
 ).split()
 
 
-def build_analyzer(analysis: str = DEFAULT_ANALYSIS) -> tantivy.TextAnalyzer:
+def build_analyzer(
+    analysis: str = DEFAULT_ANALYSIS, *, own_stop_words: bool = True, stem: bool = True
+) -> tantivy.TextAnalyzer:
     """One analysis (``language.ANALYSES``): split on non-alphanumerics, lower-case,
-    fold accents, drop the English stop words, stem.
+    drop the language's stop words, fold accents, drop the English stop words, stem.
 
     Accents are folded before stemming, so a word written with or without
-    them has one stem. Every analysis drops the English stop words, and
-    only those: a query then asks no analysis for more terms than it asks
-    the English one for (which ``query_size`` bounds), and a word that is a
-    stop word in one language alone ("die", "und", "og") stays a common
-    term, weighed as such, in every analysis. With each language's own list,
-    such words went missing from the chunks of that language only, and a
-    query's other analyses asked for them as rare terms: known-item search
-    on German pages lost 10 points of rank-1 rate
-    (``bench/quality_known_item.py``).
+    them has one stem. Every analysis drops the English stop words (Lucene's
+    list: ``STOPWORDS``); each other language with a stemmer also drops its
+    own (Tantivy's list for it), matched as the list spells them, before
+    folding ("på" is dropped, "pa" is not). So no analysis asks for more
+    terms than the English one (which ``query_size`` bounds). A language
+    without a stemmer (CJK, ``plain``) drops the English list alone.
+
+    A word that is a stop word in one language alone ("om", "und", "men")
+    is then missing from that language's chunks only, and a query's other
+    analyses still ask for it ("men" is an English word). Weighed by their
+    chunks alone it would be a rare term, and chunks that merely hold it
+    would rank high: known-item search on German pages lost 10 points of
+    rank-1 rate when per-language lists were first tried
+    (``bench/quality_known_item.py``). So each chunk records the stop words
+    its analysis dropped (the ``stop_word`` field, counted, never searched),
+    and the query weighs such a word as common as it is across every chunk
+    (``_blended``), as it was when every analysis kept it.
+
+    ``own_stop_words=False`` keeps the language's stop words (a term for
+    each word the English analysis keeps); ``stem=False`` leaves words
+    unstemmed.
     """
     stemmer = ANALYSES[analysis]
     builder = (
         tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
         .filter(tantivy.Filter.remove_long(40))
         .filter(tantivy.Filter.lowercase())
-        .filter(tantivy.Filter.ascii_fold())
-        .filter(tantivy.Filter.custom_stopword(STOPWORDS))
     )
-    if stemmer is not None:
+    if own_stop_words and _has_own_stop_words(analysis):
+        builder = builder.filter(tantivy.Filter.stopword(str(stemmer)))
+    builder = builder.filter(tantivy.Filter.ascii_fold()).filter(
+        tantivy.Filter.custom_stopword(STOPWORDS)
+    )
+    if stem and stemmer is not None:
         builder = builder.filter(tantivy.Filter.stemmer(stemmer))
     return builder.build()
 
 
+def _has_own_stop_words(analysis: str) -> bool:
+    """Whether ``analysis`` drops a list of its language's own: each with a stemmer
+    but English, whose list is ``STOPWORDS`` (Tantivy has a list for each)."""
+    return analysis != DEFAULT_ANALYSIS and ANALYSES[analysis] is not None
+
+
 _ANALYZERS = {analysis: build_analyzer(analysis) for analysis in ANALYSES}
 _ANALYZER = _ANALYZERS[DEFAULT_ANALYSIS]
+#: Each analysis keeping its language's stop words: a term for each word the
+#: English analysis keeps, so the n-th term of each is the same word's.
+_FORMS = {analysis: build_analyzer(analysis, own_stop_words=False) for analysis in ANALYSES}
+#: Each analysis's words as its own stop words are dropped (lower-cased, not
+#: yet folded): what tells which words of a query it drops.
+_UNFOLDED = {
+    analysis: tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+    .filter(tantivy.Filter.remove_long(40))
+    .filter(tantivy.Filter.lowercase())
+    .filter(tantivy.Filter.stopword(str(stemmer)))
+    .build()
+    for analysis, stemmer in ANALYSES.items()
+    if _has_own_stop_words(analysis)
+}
 #: Ends every term of a chunk not analysed as English. The ``text`` and
 #: ``title`` fields are analysed as English by Tantivy itself (in its
 #: indexing threads, at no cost to English chunks); a chunk of another
@@ -132,35 +171,74 @@ def analyze(text: str) -> list[str]:
 def index_terms(text: str, analysis: str = DEFAULT_ANALYSIS) -> list[str]:
     """The terms of ``text`` under ``analysis`` as the index holds them (CJK runs as
     bigrams, marked unless English): what a query asks of chunks of that analysis."""
-    return list(_query_terms(text, analysis))
+    terms, dropped = _query_words(text, analysis)
+    return [term for term, stop_word in zip(terms, dropped, strict=True) if not stop_word]
 
 
 @functools.lru_cache(maxsize=1024)
-def _query_terms(text: str, analysis: str) -> tuple[str, ...]:
-    """``index_terms``, kept for the texts asked of it lately: a search asks for
-    its query's terms when the tool checks the query's size and again when
-    it builds the query."""
+def _query_words(text: str, analysis: str) -> tuple[tuple[str, ...], tuple[bool, ...]]:
+    """Each word of ``text`` that the English analysis keeps, as ``analysis`` makes it
+    (marked unless English), and whether ``analysis`` drops it as a stop word of
+    its language.
+
+    Kept for the texts asked of it lately: a search asks for its query's
+    terms when the tool checks the query's size and again when it builds
+    the query.
+    """
+    bigrammed = cjk_bigrams(text)
     if analysis == DEFAULT_ANALYSIS:
-        return tuple(_ANALYZER.analyze(cjk_bigrams(text)))
-    return tuple(term + MARK for term in _own_terms(text, analysis))
+        terms = tuple(_ANALYZER.analyze(bigrammed))
+        return terms, (False,) * len(terms)
+    terms = tuple(term + MARK for term in _own_terms(bigrammed, _FORMS[analysis]))
+    unfolded = _UNFOLDED.get(analysis)
+    if unfolded is None:
+        return terms, (False,) * len(terms)
+    # A stop word is a word, lower-cased, that the list holds: none of the
+    # words this analysis keeps.
+    kept = set(unfolded.analyze(bigrammed))
+    return terms, tuple(word not in kept for word in _english_words(text))
+
+
+@functools.lru_cache(maxsize=64)
+def _english_words(text: str) -> tuple[str, ...]:
+    """The words of ``text`` that the English analysis keeps, lower-cased (not
+    folded, as stop word lists spell them): kept while a query is analysed
+    every way."""
+    bigrammed = cjk_bigrams(text)
+    words, folded = _LOWER.analyze(bigrammed), _FOLD.analyze(bigrammed)
+    return tuple(
+        word for word, form in zip(words, folded, strict=True) if form not in _STOPWORD_SET
+    )
+
+
+def stop_words(text: str, analysis: str) -> set[str]:
+    """The stop words of its language that ``analysis`` drops from ``text``, lower-cased,
+    but those the English analysis drops too (no query asks for them)."""
+    unfolded = _UNFOLDED.get(analysis)
+    if unfolded is None:
+        return set()
+    bigrammed = cjk_bigrams(text)
+    dropped = sorted(set(_LOWER.analyze(bigrammed)).difference(unfolded.analyze(bigrammed)))
+    folded = _FOLD.analyze(" ".join(dropped))  # "å", "à": "a"
+    return {word for word, form in zip(dropped, folded, strict=True) if form not in _STOPWORD_SET}
 
 
 def indexed_text(text: str, analysis: str) -> str:
     """What the index is given of a chunk's ``text`` under ``analysis`` (to analyse as English)."""
     if analysis == DEFAULT_ANALYSIS:
         return cjk_bigrams(text)
-    terms = _own_terms(text, analysis)
+    terms = _own_terms(cjk_bigrams(text), _ANALYZERS[analysis])
     return f"{MARK} ".join(terms) + MARK if terms else ""
 
 
-def _own_terms(text: str, analysis: str) -> list[str]:
+def _own_terms(text: str, analyzer: tantivy.TextAnalyzer) -> list[str]:
     """The terms of ``text`` under an analysis other than English, unmarked.
 
     A term is one word again when the index splits it: a mark that lower-
     casing leaves and folding does not remove (``İ`` lower-cased is ``i``
     and a combining dot) is dropped, or the term would be two.
     """
-    terms = _ANALYZERS[analysis].analyze(cjk_bigrams(text))
+    terms = analyzer.analyze(text)
     return [
         term if term.isalnum() else "".join(c for c in term if c.isalnum()) or term
         for term in terms
@@ -169,12 +247,20 @@ def _own_terms(text: str, analysis: str) -> list[str]:
 
 # The index's analyzer less its stemmer: a stemmer maps a token to its stem
 # and never drops one, so this counts the same tokens at less than half the cost.
-_COUNTER = (
+_COUNTER = build_analyzer(stem=False)
+# Every word (but the long ones) lower-cased, as stop word lists spell them;
+# and folded, one for one.
+_LOWER = (
+    tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+    .filter(tantivy.Filter.remove_long(40))
+    .filter(tantivy.Filter.lowercase())
+    .build()
+)
+_FOLD = (
     tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
     .filter(tantivy.Filter.remove_long(40))
     .filter(tantivy.Filter.lowercase())
     .filter(tantivy.Filter.ascii_fold())
-    .filter(tantivy.Filter.custom_stopword(STOPWORDS))
     .build()
 )
 
@@ -208,16 +294,17 @@ def phrase_terms(phrase: str, analysis: str = DEFAULT_ANALYSIS) -> list[tuple[in
     """The terms of ``phrase`` under ``analysis`` with their positions in the index.
 
     In English text a stop word leaves a gap; a chunk of another language
-    is given to the index as its terms alone, one after the other.
+    is given to the index as its terms alone, one after the other, its stop
+    words dropped as the query's are: a phrase across one still matches.
     """
     return list(_placed_terms(phrase, analysis))
 
 
 @functools.lru_cache(maxsize=1024)
 def _placed_terms(phrase: str, analysis: str) -> tuple[tuple[int, str], ...]:
-    """``phrase_terms``, kept as ``_query_terms`` is."""
+    """``phrase_terms``, kept as ``_query_words`` is."""
     if analysis != DEFAULT_ANALYSIS:
-        return tuple(enumerate(_query_terms(phrase, analysis)))
+        return tuple(enumerate(index_terms(phrase, analysis)))
     placed = []
     for position, word in enumerate(_WORDS.analyze(cjk_bigrams(phrase))):
         terms = _ANALYZER.analyze(word)
@@ -231,10 +318,10 @@ def query_size(text: str) -> tuple[int, int]:
 
     Terms are counted with repeats (a repeated term is asked for again), a
     run of CJK characters as its bigrams; phrases are the quoted groups of
-    more than one term. Every analysis drops the same words, so each asks
-    for as many. A search's cost grows with both, and with the analyses
-    that hold chunks (each may stem a word its own way), so the tool bounds
-    them (``catalogue``).
+    more than one term. Every analysis drops the English stop words, some
+    their own too, so none asks for more. A search's cost grows with both,
+    and with the analyses that hold chunks (each may stem a word its own
+    way), so the tool bounds them (``catalogue``).
     """
     phrases = sum(1 for phrase in _PHRASE.findall(text) if len(phrase_terms(phrase)) > 1)
     return len(index_terms(text)), phrases
@@ -254,6 +341,10 @@ def _build_schema() -> tantivy.Schema:
     builder.add_text_field("text", tokenizer_name=ANALYZER)
     # Which analysis a chunk has: tells the analyses that hold chunks.
     builder.add_text_field("analysis", tokenizer_name="raw")
+    # The stop words a chunk's analysis dropped from its title and text
+    # (``stop_words``): never searched, only counted, so a query weighs such
+    # a word as common as it is (``_blended``).
+    builder.add_text_field("stop_word", tokenizer_name="raw", index_option="basic")
     builder.add_text_field("tag", tokenizer_name="raw")
     builder.add_integer_field("date", indexed=True, fast=True)
     builder.add_text_field("source", tokenizer_name="raw")
@@ -274,6 +365,10 @@ def date_number(date: str | None) -> int:
 
 
 META = "meta.json"
+#: Tantivy's list of the files it manages (and garbage-collects).
+MANAGED = ".managed.json"
+#: A plain name in the folder: what Tantivy lists there (no ``/``, not ``.`` or ``..``).
+_MANAGED_NAME = re.compile(r"(?!\.\.?\Z)[A-Za-z0-9._-]{1,255}")
 #: The files Tantivy writes for every segment (``<segment>.<ext>``); a segment
 #: with deletes also has ``<segment>.<opstamp>.del``.
 SEGMENT_FILES = ("idx", "pos", "term", "store", "fast", "fieldnorm")
@@ -320,6 +415,10 @@ def _os_error(error: ValueError) -> int | None:
     return int(found.group(1)) if found else None
 
 
+#: A segment's id as its files are named: a UUID's 32 hex digits.
+_SEGMENT_ID = re.compile(r"[0-9a-f]{32}")
+
+
 def segment_files(path: Path) -> dict[str, list[Path]]:
     """Every file ``meta.json`` says each segment has, by segment id.
 
@@ -331,6 +430,9 @@ def segment_files(path: Path) -> dict[str, list[Path]]:
         files = {}
         for segment in segments:
             name = str(segment["segment_id"]).replace("-", "")
+            if not _SEGMENT_ID.fullmatch(name):
+                # A file from elsewhere may say anything: a name, never a path.
+                raise ValueError(f"segment id {name[:80]!r} is not one Tantivy writes")
             listed = [path / f"{name}.{ext}" for ext in SEGMENT_FILES]
             deletes = segment.get("deletes")
             if deletes:
@@ -341,6 +443,28 @@ def segment_files(path: Path) -> dict[str, list[Path]]:
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise IndexDamaged(f"{path}: {META} cannot be read ({error})") from None
     return files
+
+
+def foreign_managed_files(path: Path) -> list[str]:
+    """The names in Tantivy's list of the files it manages (``.managed.json``) that
+    are no plain name of a file in the folder.
+
+    Tantivy deletes every listed file it no longer uses, wherever the name
+    leads: a folder from elsewhere listing ``../../.bashrc`` had that file
+    deleted at its first commit. Such a folder is rebuilt, never opened.
+    """
+    try:
+        listed = json.loads((path / MANAGED).read_bytes())
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError, RecursionError):
+        return [f"{MANAGED} cannot be read"]  # Tantivy would refuse it too
+    if not isinstance(listed, list):
+        return [f"{MANAGED} is not a list of files"]
+    foreign = [
+        name for name in listed if not (isinstance(name, str) and _MANAGED_NAME.fullmatch(name))
+    ]
+    return [f"{MANAGED} names {str(name)[:80]!r}, no file of the index" for name in foreign[:3]]
 
 
 def missing_files(path: Path) -> list[str]:
@@ -432,7 +556,7 @@ class SearchIndex:
         # Tantivy would take a folder without meta.json for a new, empty
         # index, and reads a segment's files only when a search needs them:
         # look at what meta.json lists first, so such a folder is rebuilt.
-        problems = missing_files(path)
+        problems = missing_files(path) + foreign_managed_files(path)
         if problems:
             raise IndexDamaged(f"{path}: {'; '.join(problems)}")
         return cls._load(path)
@@ -517,12 +641,14 @@ class SearchIndex:
         analysis = title = ""
         date = 0
         terms: list[str] = []
+        title_stop_words: set[str] = set()
         for chunk in chunks:
             now = (chunk.title, chunk.language, chunk.date, id(chunk.tags))
             if now != shared:
                 shared = now
                 analysis = analysis_key(chunk.language)
                 title = indexed_text(chunk.title, analysis)
+                title_stop_words = stop_words(chunk.title, analysis)
                 date = date_number(chunk.date)
                 terms = list(tag_terms(chunk.tags))
             document = tantivy.Document(
@@ -543,6 +669,8 @@ class SearchIndex:
             document.add_text("text", f"{title}\n{text}" if title else text)
             for term in terms:
                 document.add_text("tag", term)
+            for word in title_stop_words | stop_words(chunk.text, analysis):
+                document.add_text("stop_word", word)
             writer.add_document(document)
 
     def delete_report(self, report_id: int) -> None:
@@ -633,6 +761,9 @@ class SearchIndex:
         return counts
 
     rewritten_files: ClassVar[frozenset[str]] = frozenset({META})
+    file_names: ClassVar[re.Pattern[str]] = re.compile(
+        rf"{re.escape(META)}|[0-9a-f]{{32}}\.(?:{'|'.join(SEGMENT_FILES)}|[0-9]{{1,20}}\.del)"
+    )
 
     def committed_files(self) -> list[Path]:
         """``meta.json`` and every file of the segments it lists."""
@@ -657,20 +788,29 @@ class SearchIndex:
         The text is analysed every way that holds chunks (``analyses``): a
         chunk's words were analysed in its own language, so each chunk is
         asked for the terms of its language, all in one field.
+
+        The words highlighted are each analysis's forms of every word the
+        English analysis keeps, its own stop words too: a snippet is read
+        under the analysis that matches most of its words (``highlight``),
+        and without them a Norwegian text would be read as English for the
+        query "bok om naturvern" (English matching "om" and "naturvern",
+        Norwegian only "bok" and "naturvern").
         """
         searcher = self.searcher()
-        terms = {analysis: index_terms(text, analysis) for analysis in self.analyses(searcher)}
+        analysed = {analysis: _query_words(text, analysis) for analysis in self.analyses(searcher)}
         filter_clauses = self._filter_clauses(filters)
         try:
-            bonus, words = self._text_clauses(text, terms, searcher)
+            query_words = _words(text, analysed)
+            bonus, words = self._text_clauses(text, list(analysed), query_words, searcher)
             # Only a query without filters is ranked with WAND, split or not.
-            postings = _postings(terms, searcher) if bonus and not filter_clauses else 0
+            postings = _postings(query_words, searcher) if bonus and not filter_clauses else 0
         except BaseException as error:
             _raise_read_error(error, self.path)
         if not words:
             return None
         highlight = {
-            analysis: frozenset(_unmarked(found, analysis)) for analysis, found in terms.items()
+            analysis: frozenset(_unmarked(forms, analysis))
+            for analysis, (forms, _) in analysed.items()
         }
         if not filter_clauses:
             # A plain disjunction of term queries is what Tantivy ranks with
@@ -711,10 +851,10 @@ class SearchIndex:
 
     @staticmethod
     def _text_clauses(
-        text: str, terms: dict[str, list[str]], searcher: tantivy.Searcher
+        text: str, analyses: list[str], words: QueryWords, searcher: tantivy.Searcher
     ) -> tuple[Clauses, Clauses]:
-        """The query's phrase clauses, and its words, each as the terms its analyses
-        make of it (``terms``).
+        """The query's phrase clauses, under each of ``analyses``, and its words, each
+        as the terms its analyses make of it (``_words``).
 
         A word every analysis stems alike is one term. A word they stem
         apart ("werden": "werden" in English, "werd" in German) is one term
@@ -724,16 +864,14 @@ class SearchIndex:
         only for being rare where it was stemmed that way. A word the query
         repeats weighs more (BM25's query-term frequency): it is simply
         asked for again, which keeps the query a disjunction of term queries.
+        A word some analyses drop as a stop word of their language counts
+        their chunks that hold it too (``_blended``).
         """
-        analysed = list(terms.values())
-        if not analysed or not analysed[0]:
+        if not words:
             return [], []
-        # Every analysis drops the same words (only the stemmer differs),
-        # so the n-th term of each comes from the query's n-th word.
-        words = Counter(tuple(sorted(set(forms))) for forms in zip(*analysed, strict=True))
         phrases: dict[tuple[tuple[int, str], ...], None] = {}
         for phrase in _PHRASE.findall(text):
-            for analysis in terms:
+            for analysis in analyses:
                 placed = tuple(phrase_terms(phrase, analysis))
                 if len(placed) > 1:
                     phrases[placed] = None
@@ -742,13 +880,15 @@ class SearchIndex:
             for field, boost in (("text", 1.0), ("title", 0.5)):
                 query = tantivy.Query.phrase_query(SCHEMA, field, list(placed))
                 bonus.append((tantivy.Occur.Should, tantivy.Query.boost_query(query, boost)))
-        if not phrases:
+        if not phrases and 3 <= len(index_terms(text)) <= 16:
             # Words of the query close together, in its order, count for more
-            # (proximity): a sloppy phrase of the whole query.
+            # (proximity): a sloppy phrase of the whole query, of three words
+            # or more as English counts them (an analysis that drops some of
+            # them as its stop words asks for the rest).
             near: dict[tuple[str, ...], None] = {}
-            for analysis in terms:
+            for analysis in analyses:
                 placed_all = [term for _, term in phrase_terms(text, analysis)]
-                if 3 <= len(placed_all) <= 16:
+                if len(placed_all) > 1:
                     near[tuple(placed_all)] = None
             for sequence in near:
                 query = tantivy.Query.phrase_query(
@@ -759,8 +899,8 @@ class SearchIndex:
         # alone ranks.
         clauses: Clauses = []
         titles: Clauses = []
-        for forms, count in words.items():
-            for term, weight in _blended(forms, searcher):
+        for (forms, stop_word), count in words.items():
+            for term, weight in _blended(forms, stop_word, searcher):
                 query = tantivy.Query.term_query(SCHEMA, "text", term)
                 if weight != 1.0:
                     query = tantivy.Query.boost_query(query, weight)
@@ -851,27 +991,57 @@ class SearchIndex:
         return HIGHLIGHTER.highlights(texts, terms, max_chars=max_chars)
 
 
-def _unmarked(terms: list[str], analysis: str) -> list[str]:
+def _unmarked(terms: Sequence[str], analysis: str) -> list[str]:
     if analysis == DEFAULT_ANALYSIS:
-        return terms
+        return list(terms)
     return [term[: -len(MARK)] for term in terms]
 
 
-def _blended(forms: tuple[str, ...], searcher: tantivy.Searcher) -> list[tuple[str, float]]:
+#: A query's words: (its forms, the word lower-cased where some analysis
+#: drops it as a stop word, else "") → how many times the query has it.
+QueryWords = Counter[tuple[tuple[str, ...], str]]
+
+
+def _words(text: str, analysed: dict[str, tuple[tuple[str, ...], tuple[bool, ...]]]) -> QueryWords:
+    """The words of ``text`` from each analysis's ``_query_words`` of it (``analysed``).
+
+    Every analysis makes a term of each word the English analysis keeps, so
+    the n-th term of each comes from the query's n-th word. A word's forms
+    are the terms of the analyses that do not drop it; one that every
+    analysis drops is no word of the query.
+    """
+    words: QueryWords = Counter()
+    columns = [zip(terms, dropped, strict=True) for terms, dropped in analysed.values()]
+    lowered = _english_words(text)
+    for word, made in zip(lowered, zip(*columns, strict=True), strict=True):
+        forms = tuple(sorted({term for term, dropped in made if not dropped}))
+        if forms:
+            stopped = any(dropped for _, dropped in made)
+            words[forms, word if stopped else ""] += 1
+    return words
+
+
+def _blended(
+    forms: tuple[str, ...], stop_word: str, searcher: tantivy.Searcher
+) -> list[tuple[str, float]]:
     """Each form of one word with the boost that gives it the word's blended weight.
 
     BM25 weighs a term by ``idf(df)``; a form is boosted by
-    ``idf(sum of the forms' df) / idf(its df)``. A form no chunk holds is
-    left out. One form is itself, unboosted.
+    ``idf(sum of the forms' df) / idf(its df)``. A word some analyses drop
+    as a stop word (``stop_word``, lower-cased) counts the chunks of theirs
+    that hold it too (``stop_word`` field): it is as common as it would be
+    had they kept it. A form no chunk holds is left out. One form of a word
+    no analysis drops is itself, unboosted.
     """
-    if len(forms) == 1:
+    if len(forms) == 1 and not stop_word:
         return [(forms[0], 1.0)]
     frequencies = {form: searcher.doc_freq("text", form) for form in forms}
     held = {form: frequency for form, frequency in frequencies.items() if frequency > 0}
     if not held:
         return [(forms[0], 1.0)]  # matches nothing; keeps the query a query
+    stopped = searcher.doc_freq("stop_word", stop_word) if stop_word else 0
     total_docs = max(1, searcher.num_docs)
-    blended = _idf(sum(held.values()), total_docs)
+    blended = _idf(min(total_docs, sum(held.values()) + stopped), total_docs)
     return [(form, blended / _idf(frequency, total_docs)) for form, frequency in held.items()]
 
 
@@ -931,9 +1101,9 @@ class WordQuery:
     split: SplitQuery | None = None
 
 
-def _postings(terms: dict[str, list[str]], searcher: tantivy.Searcher) -> int:
+def _postings(words: QueryWords, searcher: tantivy.Searcher) -> int:
     """How many postings of the text field the query's terms have."""
-    held = {term for analysed in terms.values() for term in analysed}
+    held = {term for forms, _ in words for term in forms}
     return sum(searcher.doc_freq("text", term) for term in held)
 
 

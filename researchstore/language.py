@@ -31,8 +31,9 @@ import re
 from functools import cache
 from typing import Any
 
-#: Every analysis: its name in the index → the Tantivy stemmer (and stop word
-#: list) it uses, or None for no stemming. English first: it is the default.
+#: Every analysis: its name in the index → the Tantivy stemmer (and, but for
+#: English, stop word list) it uses, or None for neither. English first: it is
+#: the default.
 ANALYSES: dict[str, str | None] = {
     "en": "english",
     "no": "norwegian",
@@ -102,6 +103,18 @@ def has_cjk(text: str) -> bool:
     if text.isascii() or not any(hint.search(text) for hint in _CJK_HINTS):
         return False
     return _CJK_RUN.search(text) is not None
+
+
+def weighted_length(text: str) -> int:
+    """``len(text)``, with each CJK character counted as ``CJK_LETTER_WEIGHT``.
+
+    A CJK character carries about a word, so a paragraph of 40 of them says
+    what one of some 120 letters and spaces says: measured so, a length means
+    as much text in every script.
+    """
+    if not has_cjk(text):
+        return len(text)
+    return len(text) + (CJK_LETTER_WEIGHT - 1) * sum(map(len, _CJK_RUN.findall(text)))
 
 
 def cjk_bigrams(text: str) -> str:

@@ -11,10 +11,12 @@ counts, so that a caller can keep the overview until the marker moves.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Collection
 from typing import Any
+
+from researchstore.filters import report_tags
+from researchstore.stored import json_object
 
 #: Documents of each status other than ``ok`` listed by name (the count is of all).
 LISTED_PER_STATUS = 50
@@ -67,7 +69,7 @@ def store_overview(
             "reports": row["reports"],
             "documents": row["documents"] or 0,
             "chunks": row["chunks"] or 0,
-            "last_run": _version(conn, row["last_version"]) if row["last_version"] else None,
+            "last_run": run_record(conn, row["last_version"]) if row["last_version"] else None,
         }
         for row in conn.execute(
             "SELECT s.name, s.kind, s.root, s.created_at, "
@@ -77,7 +79,8 @@ def store_overview(
             "(SELECT sum(d.chunk_count) FROM documents d JOIN reports r "
             " ON r.report_id = d.report_id WHERE r.source_id = s.id) AS chunks, "
             "(SELECT max(v.id) FROM source_versions v WHERE v.source_id = s.id) AS last_version "
-            f"FROM sources s WHERE {where} ORDER BY s.name",
+            # A removed source stays only for its runs' history (``remove_source``).
+            f"FROM sources s WHERE {where} AND s.kind != 'removed' ORDER BY s.name",
             params,
         )
     ]
@@ -85,7 +88,7 @@ def store_overview(
         "SELECT (SELECT count(*) FROM chunks WHERE status != 'ok') AS chunks_not_ok"
     ).fetchone()
     runs = [
-        _version(conn, row["id"])
+        run_record(conn, row["id"])
         for row in conn.execute(
             "SELECT v.id FROM source_versions v JOIN sources s ON s.id = v.source_id "
             f"WHERE {where} ORDER BY v.id DESC LIMIT ?",
@@ -108,7 +111,7 @@ def store_overview(
     }
 
 
-def _version(conn: sqlite3.Connection, rowid: int) -> dict[str, Any] | None:
+def run_record(conn: sqlite3.Connection, rowid: int) -> dict[str, Any] | None:
     """One run (a source version): when, how it went, and what it changed."""
     row = conn.execute(
         "SELECT v.version_id, v.started_at, v.finished_at, v.status, v.summary, s.name "
@@ -117,15 +120,35 @@ def _version(conn: sqlite3.Connection, rowid: int) -> dict[str, Any] | None:
     ).fetchone()
     if row is None:
         return None
-    summary = json.loads(row["summary"]) if row["summary"] else {}
     return {
         "version_id": row["version_id"],
         "source": row["name"],
         "started_at": row["started_at"],
         "finished_at": row["finished_at"],
         "status": row["status"],
-        "summary": summary if isinstance(summary, dict) else {},
+        "summary": run_summary(row["summary"]),
     }
+
+
+def run_summary(stored: object) -> dict[str, Any]:
+    """A run's summary as ``finish_version`` writes it (counts, failures with their report
+    and reason, why it stopped); anything else a stored summary holds is left out."""
+    found = json_object(stored) or {}
+    failures = found.pop("failures", None)
+    summary: dict[str, Any] = {
+        name: value for name, value in found.items() if type(value) is int and value >= 0
+    }
+    if isinstance(failures, list):
+        summary["failures"] = [
+            failure
+            for failure in failures
+            if isinstance(failure, dict)
+            and isinstance(failure.get("report"), str)
+            and isinstance(failure.get("reason"), str)
+        ]
+    if isinstance(found.get("stopped"), str):
+        summary["stopped"] = found["stopped"]
+    return summary
 
 
 def _documents_by_status(
@@ -174,10 +197,7 @@ def tag_values(
         f"WHERE {where} AND r.tags != '{{}}'",
         params,
     ):
-        decoded = json.loads(stored)
-        if not isinstance(decoded, dict):
-            continue
-        for name, value in decoded.items():
+        for name, value in report_tags(stored).items():
             values = value if isinstance(value, list) else [value]
             tags.setdefault(str(name), set()).update(str(one) for one in values)
     return {name: sorted(values) for name, values in sorted(tags.items())}
@@ -230,7 +250,7 @@ def list_reports(
             "report_id": row["report_id"],
             "title": row["title"],
             "date": row["date"],
-            "tags": json.loads(row["tags"]),
+            "tags": report_tags(row["tags"]),
             "key": row["key"],
             "is_directory": bool(row["is_dir"]),
             "documents": row["documents"],

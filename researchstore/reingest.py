@@ -6,13 +6,18 @@ new ones are added and vanished ones removed. One run at a time: the store's
 writer lock is taken without waiting, and a second run is told who holds it.
 
 A source whose root is gone, or now leads somewhere else, is not touched
-(its reports stay) and fails with the reason. SIGTERM and SIGINT stop a
-run where it is (``StopSignals``): what was committed stays, the run is
-recorded as interrupted and the next one carries on.
+(its reports stay) and fails alone with the reason; the other sources are
+refreshed. A source gone for good is removed on purpose
+(``researchstore remove-source``, ``writer.remove_source``).
+
+SIGTERM and SIGINT stop a run where it is (``StopSignals``): what was
+committed stays, the run is recorded as interrupted and the next one
+carries on.
 """
 
 from __future__ import annotations
 
+import shlex
 import signal
 import threading
 import time
@@ -63,6 +68,12 @@ def reingest(
         summaries = []
         for name, root, kind in rows:
             problem = root_problem(Path(root))
+            if problem is not None and not Path(root).is_dir():
+                problem += (
+                    " (if it is gone for good, remove the source and its reports: "
+                    f"researchstore remove-source {shlex.quote(str(store.path))} "
+                    f"{shlex.quote(name)})"
+                )
             if problem is not None:
                 summary = IngestSummary(source=name, version_id="", on_event=on_event)
                 summary.refuse("*", problem)

@@ -125,6 +125,14 @@ def test_every_command_has_help_text(path: tuple[str, ...], command: click.Comma
     assert first_line[:30] in " ".join(result.stdout.split())
 
 
+def test_call_says_what_its_arguments_are_and_how_dash_reads_them() -> None:
+    text = " ".join(invoke("call", "--help").stdout.split())
+    assert "ARGUMENTS is one JSON object of the tool's arguments" in text
+    assert "Give - instead to read that object from standard input" in text
+    assert "ARGUMENTS - reads" not in text
+    assert "| researchstore call research.db research_chunk_search -" in text
+
+
 @pytest.mark.parametrize(
     ("path", "command"), ALL_COMMANDS, ids=[" ".join(path) for path, _ in ALL_COMMANDS]
 )

@@ -632,6 +632,70 @@ def test_a_short_line_ending_in_a_colon_right_before_the_story_introduces_it() -
     assert "Av Kari Nordmann" not in text  # a byline line is still trimmed
 
 
+#: A short Chinese news story: each paragraph under 100 characters, though
+#: as long as a Latin paragraph of two or three lines.
+ZHONGWEN = [
+    "本周三上午，市环保志愿者在河边进行了今年第一次野生蜜蜂调查，共发现十二个品种。",
+    "调查人员表示，今年春天气温偏高，花期提前，因此蜜蜂的数量比去年同期明显增加。",
+    "专家建议市民在阳台种植本地花卉，为野生蜜蜂提供更多食物来源。",
+]
+#: A short Norwegian news story: no paragraph reaches 100 characters.
+KORTNYTT = [
+    "Brannvesenet rykket ut til Storgata i natt etter melding om røyk fra en kjeller.",
+    "Ingen personer ble skadd, men to leiligheter måtte evakueres i flere timer.",
+    "Politiet vet ennå ikke hva som startet brannen, og etterforsker saken videre.",
+]
+
+
+@pytest.mark.parametrize(
+    ("title", "byline", "paragraphs"),
+    [
+        pytest.param(
+            "蜜蜂数量增加", ["记者 王小明 李华", "2024-05-03 10:20 来源：本报"], ZHONGWEN, id="zh"
+        ),
+        pytest.param(
+            "Brann i Storgata", ["Av Kari Nordmann", "03.05.2024 kl. 10.20"], KORTNYTT, id="no"
+        ),
+    ],
+)
+def test_a_short_story_loses_its_byline_and_keeps_every_paragraph(
+    title: str, byline: list[str], paragraphs: list[str]
+) -> None:
+    # Paragraphs short in characters, but a story all the same: CJK
+    # characters weigh as words, and a few paragraphs that end a sentence,
+    # one after another, are a short page's prose.
+    lead = "".join(f"<p>{line}</p>" for line in byline)
+    story = "".join(f"<p>{paragraph}</p>" for paragraph in paragraphs)
+    doc = parse_html(page(f"<article><h1>{title}</h1>{lead}{story}</article>"))
+    assert [block.text for block in doc.blocks] == [title, *paragraphs]
+    assert (doc.date, doc.date_source) == ("2024-05-03", "byline")
+
+
+def test_a_listing_of_short_teasers_is_not_taken_for_a_short_story() -> None:
+    # Each excerpt ends a sentence, but they stand between links to their
+    # stories: a listing, which has no article to trim around.
+    teasers = "".join(
+        f'<p>May {day}, 2024</p><p><a href="/{day}">Bees of the river bank, part {day}</a></p>'
+        f"<p>The volunteers counted bees along the river on day {day} of the survey.</p>"
+        for day in range(1, 5)
+    )
+    text = text_of(page(f'<div id="archive"><p>Page 1 of 3</p>{teasers}<p>Older posts</p></div>'))
+    assert text.startswith("Page 1 of 3\nMay 1, 2024\nBees of the river bank, part 1\n")
+    assert text.endswith("day 4 of the survey.\nOlder posts")
+
+
+def test_trim_edges_keeps_a_page_of_few_short_sentences_as_it_is() -> None:
+    # Two sentences are no story: a form's instructions around its labels.
+    blocks = [
+        Block("Name", "paragraph"),
+        Block("Please fill in every field of the form below.", "paragraph"),
+        Block("E-mail", "paragraph"),
+        Block("We answer every message within two working days.", "paragraph"),
+        Block("Message", "paragraph"),
+    ]
+    assert trim_edges(blocks, [0.0] * len(blocks)) == blocks
+
+
 def json_ld(data: object) -> str:
     return f'<script type="application/ld+json">{json.dumps(data)}</script>'
 

@@ -225,15 +225,20 @@ def test_accents_are_folded_in_every_analysis(
     assert set(_keys(multilingual, _search(multilingual, query))) == expected
 
 
+# Apart, the phrase's words stand farther apart than proximity reaches once
+# the language's stop words are dropped (the phrase's own stop word among them).
 @pytest.mark.parametrize(
     ("lang", "adjacent", "apart", "phrase"),
     [
-        ("de", "Die Häuser am Fluss und die Gärten am Hang.",
-         "Die Gärten am Fluss und die Häuser am Hang.", "Häusern am Fluss"),
-        ("nb", "Bøkene om elvemusling og heftene om laks.",
-         "Heftene om elvemusling og bøkene om laks.", "boka om elvemusling"),
-        ("fr", "Les chevaux de la ferme et les vaches du village.",
-         "Les vaches de la ferme et les chevaux du village.", "cheval de la ferme"),
+        ("de", "Die Häuser am Fluss stehen leer, die Gärten am Hang blühen im Sommer.",
+         "Die Gärten am Fluss blühen im Sommer, die Häuser am Hang stehen leer.",
+         "Häusern am Fluss"),
+        ("nb", "Bøkene om elvemusling ligger i hylla, heftene om laks ligger på bordet.",
+         "Heftene om elvemusling ligger i hylla, bøkene om laks ligger på bordet.",
+         "boka om elvemusling"),
+        ("fr", "Les chevaux de la ferme broutent au pré, les vaches du village dorment.",
+         "Les vaches de la ferme broutent au pré, les chevaux du village dorment.",
+         "cheval de la ferme"),
     ],
 )  # fmt: skip
 def test_a_phrase_ranks_its_words_in_order_first_in_each_language(
@@ -254,6 +259,100 @@ def test_a_phrase_ranks_its_words_in_order_first_in_each_language(
 
 def test_a_query_in_two_languages_finds_both(multilingual: Store) -> None:
     assert set(_keys(multilingual, _search(multilingual, "Haus cheval"))) == {"de", "fr"}
+
+
+# -- stop words -------------------------------------------------------------------
+
+#: Pages written for these tests: two about the query's words, others that
+#: hold only its stop word, in their language, in another, or as a content
+#: word of another ("men" is Norwegian for "but").
+STOP_WORD_PAGES: dict[str, tuple[str | None, str]] = {
+    "nb-book": ("nb", "Boka om naturvern i Nordland kom ut i fjor, skrevet av to biologer."),
+    "nb-nature": ("nb", "Naturvern handler om å ta vare på myrene og skogene langs kysten."),
+    "nb-weather": ("nb", "Vi snakket om været og om fisket, men det regnet hele kvelden."),
+    "de-house": ("de", "Das Haus am See hat einen großen Garten mit alten Apfelbäumen."),
+    "de-bread": ("de", "Wir kauften Brot und Käse und tranken danach einen Tee am Hafen."),
+    "en-men": ("en", "Older men walked the coastal path every morning before the ferry left."),
+}
+
+
+@pytest.fixture(scope="module")
+def stop_word_pages(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    with _store_with(tmp_path_factory.mktemp("stop-words"), STOP_WORD_PAGES) as store:
+        yield store
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        # "om" is a Norwegian stop word: the page that merely holds it is no hit.
+        ("bok om naturvern", ["nb-book", "nb-nature"]),
+        ("Haus und Garten", ["de-house"]),  # "und": a German one
+        # An English word, a Norwegian stop word: English pages are asked for it.
+        ("men", ["en-men"]),
+        ("om", []),
+    ],
+)
+def test_each_language_drops_its_own_stop_words(
+    stop_word_pages: Store, query: str, expected: list[str]
+) -> None:
+    assert _keys(stop_word_pages, _search(stop_word_pages, query)) == expected
+
+
+def test_a_phrase_across_a_stop_word_matches_and_is_highlighted(stop_word_pages: Store) -> None:
+    hits = _search(stop_word_pages, '"bok om naturvern"')
+    assert _keys(stop_word_pages, hits)[0] == "nb-book"
+    assert hits[0]["score"] > 2 * hits[1]["score"]  # the phrase, in the first only
+    # The snippet is read as Norwegian: "Boka" is the query's "bok".
+    assert "<b>Boka</b>" in hits[0]["snippet"] and "<b>naturvern</b>" in hits[0]["snippet"]
+
+
+@pytest.mark.parametrize(
+    ("analysis", "stop_word", "text"),
+    [
+        ("no", "om", "Boka om naturvern"),
+        ("no", "på", "Fuglene på øya"),  # spelt with its accent
+        ("sv", "och", "Husen och trädgårdarna"),
+        ("da", "ikke", "Bøgerne er ikke her"),
+        ("de", "und", "Häuser und Gärten"),
+        ("fr", "avec", "Les chevaux avec les vaches"),
+        ("es", "los", "Los niños del jardín"),
+        ("pt", "não", "As cidades não mediram"),
+        ("it", "della", "I gatti della casa"),
+        ("nl", "het", "Het huis langs de rivier"),
+        ("fi", "ollut", "Talo on ollut tyhjä"),
+        ("ru", "не", "Эти книги не о пчёлах"),
+    ],
+)
+def test_the_index_and_the_query_drop_the_same_stop_words(
+    analysis: str, stop_word: str, text: str
+) -> None:
+    assert index_terms(stop_word, analysis) == []
+    assert indexed_text(stop_word, analysis) == ""
+    assert len(index_terms(text, analysis)) < len(index_terms(text))
+    assert analyze(indexed_text(text, analysis)) == index_terms(text, analysis)
+    # English keeps it (it is no English stop word), so the query's size is English's.
+    assert index_terms(stop_word) != []
+    assert query_size(text) == (len(index_terms(text)), 0)
+
+
+def test_a_word_another_language_drops_is_weighed_as_common_as_it_is_there(
+    tmp_path: Path,
+) -> None:
+    # "die" is in every German page (a stop word there, dropped) and in one
+    # English page (a verb). Asked of English pages, it weighs as a word four
+    # pages of five hold: the German page holding the query's other word
+    # ranks first, far above the English page holding "die" alone.
+    german = ["Die Katze schläft.", "Die Kinder lachen.", "Die Sonne scheint hell."]
+    pages: dict[str, tuple[str | None, str]] = {
+        f"de-{number}": ("de", text) for number, text in enumerate(german)
+    }
+    pages["de-houses"] = ("de", "Die Häuser stehen am Wasser.")
+    pages["en-die"] = ("en", "Some seedlings die early in spring.")
+    with _store_with(tmp_path, pages) as store:
+        scores = _scores(store, "die Häuser")
+        assert max(scores, key=lambda key: scores[key]) == "de-houses"
+        assert scores["de-houses"] > 2 * scores["en-die"]
 
 
 # -- choosing the language ------------------------------------------------------
@@ -391,17 +490,20 @@ def test_query_size_counts_cjk_bigrams_and_every_analysis_asks_no_more() -> None
 
 
 def test_an_index_of_the_previous_schema_is_rebuilt_with_languages(tmp_path: Path) -> None:
-    assert SearchIndex.schema_version == INDEX_SCHEMA_VERSION >= 4
+    assert SearchIndex.schema_version == INDEX_SCHEMA_VERSION >= 5  # 5: stop words by language
+    previous = INDEX_SCHEMA_VERSION - 1
     pages: dict[str, tuple[str | None, str]] = {"nb": ("nb", STEMMED[1][1]), "zh": ("zh", CHINESE)}
     with _store_with(tmp_path, pages):
         pass
     sidecar = tmp_path / "store.db.index" / SIDECAR
     data = json.loads(sidecar.read_text())
-    sidecar.write_text(json.dumps({**data, "index_schema": 3}))
+    sidecar.write_text(json.dumps({**data, "index_schema": previous}))
     # The copy the store file keeps is of that schema too, as an older
     # researchstore left it.
     with sqlite3.connect(tmp_path / "store.db") as conn:
-        conn.execute("UPDATE meta SET value = '3' WHERE key = 'index_packed_schema'")
+        conn.execute(
+            "UPDATE meta SET value = ? WHERE key = 'index_packed_schema'", (str(previous),)
+        )
     with Store(tmp_path / "store.db", progress=False) as store:
         assert "index rebuilt on opening (older index schema)" in store.sync.repairs
         assert _keys(store, _search(store, "bok")) == ["nb"]

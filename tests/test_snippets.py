@@ -150,7 +150,7 @@ STEMMED_APART_ELSEWHERE = [
         "Köln Müller Übung zuerst für Öl",
         "In Koeln und Köln, Mueller und Müller, Uebung und Übung; zuerst fuer Oel, für Öl.",
     ),
-    ("fi", "ollut array ettei", "Se on ollut hyvä, ettei array ollut tyhjä."),
+    ("fi", "ukko array ettei", "Ukko sanoi, ettei array ole tyhjä, ja ukko nauroi."),
     ("nl", "werken lopen bouwen", "Zij hebben gewerkt, gelopen en gebouwd; werken, lopen, bouwen."),
 ]
 

@@ -1,9 +1,10 @@
 """The ``researchstore`` command line: each command is a few lines around one call.
 
     common.py   opening a store, printing JSON, leaving with an error's exit code
-    ingest.py   ingest, reingest, parse, rebuild-index, check
+    ingest.py   ingest, reingest, parse, rebuild-index, check, remove-source
     embed.py    embed (vectors for search by meaning)
     read.py     call, search, chunk, doc, tools, retrieve
+    inspect.py  sources, reports, stats, export (what a store holds, read only)
     serve.py    serve, keys (the only commands that load the MCP SDK, when run)
     web.py      web (the pages for people; it serves them with the MCP server's HTTP stack)
 
@@ -28,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "parse": ("ingest", "parse"),
     "rebuild-index": ("ingest", "rebuild_index"),
     "check": ("ingest", "check"),
+    "remove-source": ("ingest", "remove_source"),
     "embed": ("embed", "embed"),
     "call": ("read", "call"),
     "search": ("read", "search"),
@@ -35,6 +37,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "doc": ("read", "doc"),
     "tools": ("read", "tools"),
     "retrieve": ("read", "retrieve"),
+    "sources": ("inspect", "sources"),
+    "reports": ("inspect", "reports"),
+    "stats": ("inspect", "stats"),
+    "export": ("inspect", "export"),
     "serve": ("serve", "serve"),
     "keys": ("serve", "keys"),
     "web": ("web", "web"),

@@ -105,8 +105,16 @@ def print_embed_summary(summary: EmbedSummary, *, as_json: bool) -> None:
         return
     # Stamped as the ingest's own lines are, so that a log reads line by line.
     now = utc_now()
+    if summary.note:
+        click.echo(f"{now} embed: {summary.note}")
+    if summary.nothing_to_do:
+        click.echo(f"{now} embed: every chunk has a vector; no model was loaded")
+        return
+    older = f" ({summary.older} of them older chunks that had no vector)" if summary.older else ""
+    count = len(summary.nodes)
+    nodes = f" on {count} Ray node{'s' if count > 1 else ''}" if count else ""
     click.echo(
-        f"{now} embedded {summary.embedded} chunks with {summary.model} in "
+        f"{now} embedded {summary.embedded} chunks{older} with {summary.model}{nodes} in "
         f"{summary.seconds:.1f}s ({summary.chunks_per_second:.1f} chunks/s); "
         f"{summary.failed} failed, {summary.passed_over} replaced meanwhile"
     )

@@ -27,18 +27,23 @@ EMBED_OPTION = click.option(
 )
 
 
-def embed_after_run(store: Store, embed: bool | None, *, as_json: bool) -> None:
+def embed_after_run(
+    store: Store, embed: bool | None, *, as_json: bool, older_than: int | None = None
+) -> None:
     """Embed the chunks a run wrote, when asked (or by default with the extra there).
 
     Chosen by default, a model that cannot load is told and skipped: the
     run's words are searchable already, and ``researchstore embed`` follows.
+    With nothing to embed no model is loaded. ``older_than``: the newest
+    chunk before the run, so that the summary tells apart the older chunks
+    it embedded too (left without a vector by earlier runs).
     """
     from researchstore.embedding import auto_embed_enabled
 
     if embed is False or (embed is None and not auto_embed_enabled()):
         return
     try:
-        summary = store.embed()
+        summary = store.embed(older_than=older_than)
     except ResearchStoreError as error:
         if embed:
             raise
@@ -97,6 +102,7 @@ def ingest(
         StopSignals(),
         open_store(store_path, must_exist=False, chunk_tokens=chunk_tokens) as store,
     ):
+        before = store.last_chunk_rowid()
         summary = store.ingest(
             source_dir,
             name=name,
@@ -104,7 +110,7 @@ def ingest(
             follow_external_links=follow_external_links,
             on_event=EventPrinter(as_json=as_json),
         )
-        embed_after_run(store, embed, as_json=as_json)
+        embed_after_run(store, embed, as_json=as_json, older_than=before)
     if summary.failed:
         sys.exit(1)
 
@@ -223,6 +229,7 @@ def reingest(
 
     def run_once(store: Store) -> None:
         nonlocal failed
+        before = store.last_chunk_rowid()
         try:
             summaries = run_reingest(store, source=source, only=only or None, on_event=printer)
         except StoreLocked as error:
@@ -234,7 +241,7 @@ def reingest(
             )
             return
         failed = failed or any(summary.failed for summary in summaries)
-        embed_after_run(store, embed, as_json=as_json)
+        embed_after_run(store, embed, as_json=as_json, older_than=before)
 
     with open_store(store_path) as store:
         if retention is not None:
@@ -296,3 +303,44 @@ def check(store_path: str) -> None:
         click.echo(f"problem: {problem}", err=True)
     if not report["consistent"]:
         sys.exit(1)
+
+
+@click.command("remove-source")
+@click.argument("store_path", metavar="STORE")
+@click.argument("name")
+@click.option(
+    "--yes", is_flag=True, help="Remove without asking (for scripts: nothing is asked then)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print what was removed as JSON.")
+def remove_source(store_path: str, name: str, yes: bool, as_json: bool) -> None:
+    """Remove the source NAME from STORE, with every report of it, on purpose.
+
+    For a source whose folder is gone for good (re-ingest leaves such a
+    source as it is and fails it). Its chunks leave every index; their ids
+    still say "removed" through the forwarding record. Asks first unless
+    --yes; without a terminal to ask on, --yes is required. Exits 2 when
+    there is no such source or it was not confirmed, 75 when another run
+    holds the store.
+    """
+    from researchstore.ingest.writer import remove_source as run_removal
+    from researchstore.ingest.writer import source_contents
+
+    with open_store(store_path) as store:
+        contents = source_contents(store, name)
+        if not yes:
+            what = (
+                f"source {name!r} ({contents.root}): {contents.reports} reports, "
+                f"{contents.chunks} chunks"
+            )
+            if not sys.stdin.isatty():
+                fail(f"not removed: {what}; say --yes to remove it", exit_code=2)
+            if not click.confirm(f"Remove {what}?", default=False, err=True):
+                fail("not removed", exit_code=2)
+        removed = run_removal(store, name)
+    if as_json:
+        echo_json(removed._asdict())
+    else:
+        click.echo(
+            f"removed source {removed.name!r} ({removed.root}): {removed.reports} reports, "
+            f"{removed.chunks} chunks"
+        )

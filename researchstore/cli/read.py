@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from researchstore.cli.common import echo_envelope, echo_json, fail_with_envelope, open_store
+from researchstore.errors import ResearchStoreError
+
+if TYPE_CHECKING:
+    from researchstore.store import Store
 
 
 @click.command()
@@ -19,11 +24,18 @@ from researchstore.cli.common import echo_envelope, echo_json, fail_with_envelop
 @click.argument("tool_name")
 @click.argument("arguments", default="{}")
 def call(store_path: str, tool_name: str, arguments: str) -> None:
-    """Call any tool by name with JSON ARGUMENTS and print its envelope.
+    """Call the tool TOOL_NAME with ARGUMENTS and print its envelope as JSON.
 
-    ARGUMENTS - reads them from standard input (for arguments too long for a
-    command line). Example:
-    researchstore call research.db get_chunk_next '{"id": "...", "count": 2}'
+    ARGUMENTS is one JSON object of the tool's arguments (default: {}; see
+    'researchstore tools' for each tool's). Give - instead to read that
+    object from standard input, for arguments too long for a command line.
+    A tool's error is printed as its envelope, then the command exits with
+    the error's code.
+
+    \b
+    Examples:
+      researchstore call research.db get_chunk_next '{"id": "...", "count": 2}'
+      echo '{"query": "varroa mite"}' | researchstore call research.db research_chunk_search -
     """
     if arguments == "-":
         arguments = sys.stdin.read()
@@ -42,6 +54,18 @@ def call(store_path: str, tool_name: str, arguments: str) -> None:
         return
     with open_store(store_path, open_indexes=False) as store:
         echo_envelope(store.call(tool_name, parsed))
+
+
+def load_query_model(store: Store) -> None:
+    """Load the model that embeds the query, saying so on stderr: a one-shot search by
+    meaning waits for it (seconds) more than for the search (milliseconds). A model
+    that cannot load is left for the search to report, in its envelope."""
+    try:
+        store.query_embedder(
+            on_load=lambda name: click.echo(f"loading {name} for the query…", err=True)
+        )
+    except ResearchStoreError:
+        pass
 
 
 @click.command()
@@ -108,7 +132,12 @@ def search(
         "kind": kind,
         "mode": mode,
     }
+    from researchstore.embedding import bound_query_threads
+
+    bound_query_threads()  # one query: few threads, before any runtime loads
     with open_store(store_path) as store:
+        if (mode or store.default_search_mode()) != "keyword":
+            load_query_model(store)
         envelope = store.call("research_chunk_search", arguments)
         if as_json:
             echo_envelope(envelope)

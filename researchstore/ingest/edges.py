@@ -18,8 +18,19 @@ its text inside links, and keeps:
   links that are long or end a sentence (after the article, no heading: the
   section it starts holds no prose, it is a strip's or a teaser's title).
 
-A page with no paragraph of prose at all (a listing, a form, a table) is
-left as it is: there is no article to trim around.
+Lengths are measured with :func:`~researchstore.language.weighted_length`:
+a CJK character, about a word in itself, counts as ``CJK_LETTER_WEIGHT`` (3)
+letters, so a Chinese paragraph of 40 characters is as long as a Latin one
+of 120.
+
+A short page (a brief news story) may have no paragraph that long. When its
+paragraphs that end a sentence are a few (``_SHORT_PAGE_PARAGRAPHS``), each of
+at least ``_SENTENCE_CHARS``, and stand together with no block mostly made of
+links among them (a listing's excerpts stand between links to its stories),
+they are its prose, and its edges are trimmed the same way.
+
+A page with neither (a listing, a form, a table) is left as it is: there is
+no article to trim around.
 """
 
 from __future__ import annotations
@@ -28,11 +39,16 @@ import re
 from collections.abc import Sequence
 
 from researchstore.ingest.model import Block
+from researchstore.language import weighted_length
 
 __all__ = ["PROSE_CHARS", "is_prose", "trim_edges"]
 
-#: A paragraph of prose is at least this long, with few links.
+#: A paragraph of prose is at least this long (``weighted_length``), with few links.
 PROSE_CHARS = 100
+#: A page with no paragraph of prose is a short article when this many of its
+#: paragraphs, each at least ``_SENTENCE_CHARS`` long, end a sentence.
+_SHORT_PAGE_PARAGRAPHS = 3
+_SENTENCE_CHARS = 40
 #: Above this share of link text, a block of prose is not prose.
 _PROSE_LINKS = 0.3
 #: Above this share, a block at the edges is a link strip.
@@ -52,10 +68,28 @@ _NOTICE = ("©", "(c) ", "(C) ")
 _INTRODUCES = re.compile(r"[:：]\s*$")
 
 
+def _is_long(text: str, chars: int) -> bool:
+    """Whether ``text`` is at least ``chars`` long, each CJK character weighed as a word."""
+    # Weighing only adds to the length: a text long in characters needs no count.
+    return len(text) >= chars or weighted_length(text) >= chars
+
+
 def is_prose(block: Block, link_share: float) -> bool:
     """A paragraph of running text: long, and mostly not links."""
     return (
-        block.kind in _TEXT_KINDS and len(block.text) >= PROSE_CHARS and link_share < _PROSE_LINKS
+        block.kind in _TEXT_KINDS
+        and link_share < _PROSE_LINKS
+        and _is_long(block.text, PROSE_CHARS)
+    )
+
+
+def _is_sentence(block: Block, link_share: float) -> bool:
+    """A paragraph of a short page's prose: a sentence or more, mostly not links."""
+    return (
+        block.kind in _TEXT_KINDS
+        and link_share < _PROSE_LINKS
+        and _SENTENCE_END.search(block.text) is not None
+        and _is_long(block.text, _SENTENCE_CHARS)
     )
 
 
@@ -75,14 +109,14 @@ def _reads_as_text(block: Block, link_share: float, min_chars: int) -> bool:
     if block.kind not in _TEXT_KINDS:
         return True  # a table, code or a list of mostly plain items
     text = block.text
-    return len(text) >= min_chars or _SENTENCE_END.search(text) is not None
+    return _is_long(text, min_chars) or _SENTENCE_END.search(text) is not None
 
 
 def _is_label(block: Block) -> bool:
     """A short line of text that is no sentence: what introduces a strip."""
     return (
         block.kind == "paragraph"
-        and len(block.text) < _TAIL_TEXT_CHARS
+        and not _is_long(block.text, _TAIL_TEXT_CHARS)
         and "\n" not in block.text
         and _SENTENCE_END.search(block.text) is None
     )
@@ -90,11 +124,7 @@ def _is_label(block: Block) -> bool:
 
 def trim_edges(blocks: Sequence[Block], link_shares: Sequence[float]) -> list[Block]:
     """The blocks without the chrome at the edges of the article (see the module)."""
-    prose = [
-        position
-        for position, (block, share) in enumerate(zip(blocks, link_shares, strict=True))
-        if is_prose(block, share)
-    ]
+    prose = _prose_positions(blocks, link_shares)
     if not prose:
         return list(blocks)
     # A copyright notice after the article's first paragraph ends it, however
@@ -137,6 +167,22 @@ def trim_edges(blocks: Sequence[Block], link_shares: Sequence[float]) -> list[Bl
         if keep:
             kept.append(block)
     return _without_empty_sections(kept)
+
+
+def _prose_positions(blocks: Sequence[Block], link_shares: Sequence[float]) -> list[int]:
+    """Where the article's prose is: its paragraphs of prose, else a short page's."""
+    pairs = list(enumerate(zip(blocks, link_shares, strict=True)))
+    prose = [position for position, (block, share) in pairs if is_prose(block, share)]
+    if prose:
+        return prose
+    sentences = [position for position, (block, share) in pairs if _is_sentence(block, share)]
+    if len(sentences) < _SHORT_PAGE_PARAGRAPHS:
+        return []
+    # An article's paragraphs stand together; a listing's excerpts stand
+    # between the links to its stories.
+    if any(share >= _INNER_LINKS for share in link_shares[sentences[0] : sentences[-1]]):
+        return []
+    return sentences
 
 
 def _follows(block: Block, blocks: Sequence[Block], position: int) -> bool:

@@ -528,3 +528,84 @@ def remove_reports(store: Store, report_ids: list[int], *, version_rowid: int) -
             conn.execute("DELETE FROM reports WHERE report_id = ?", (report_id,))
             queue_pending(conn, report_id, now)
     store.sync.remove(report_ids)
+
+
+#: The kind a removed source is kept as: its runs and its chunks' forwarding
+#: record name it, so the row stays, under a name that frees the old one.
+REMOVED_KIND = "removed"
+
+
+class RemovedSource(NamedTuple):
+    """What ``remove_source`` took out of the store."""
+
+    name: str
+    root: str
+    reports: int
+    chunks: int
+
+
+def source_contents(store: Store, name: str) -> RemovedSource:
+    """What removing the directory source ``name`` would take: its reports and chunks."""
+    with store.reading() as conn:
+        row = conn.execute(
+            "SELECT s.id, s.root, s.kind FROM sources s WHERE s.name = ?", (name,)
+        ).fetchone()
+        if row is None or row["kind"] not in ("directory", "files"):
+            raise InvalidInput(
+                f"no source named {name!r} (researchstore sources STORE lists them; "
+                "a workspace's evidence is not removed this way)",
+                field="source",
+            )
+        reports, chunks = conn.execute(
+            "SELECT count(*), coalesce(sum(c.chunks), 0) FROM reports r "
+            "LEFT JOIN (SELECT report_id, count(*) AS chunks FROM chunks GROUP BY report_id) c "
+            "ON c.report_id = r.report_id WHERE r.source_id = ?",
+            (row["id"],),
+        ).fetchone()
+    return RemovedSource(name, str(row["root"] or ""), int(reports), int(chunks))
+
+
+def remove_source(store: Store, name: str) -> RemovedSource:
+    """Remove the source ``name`` and every report of it, on purpose.
+
+    Its chunks go to the forwarding record as ``removed`` (an old chunk id
+    still says what became of it), every index forgets them, and the
+    removal is a run of its own in the source's history. The source's row
+    stays for that history, as kind ``removed`` under a name that no longer
+    takes ``name``: a later ingest may use the name again.
+    """
+    with store.writing(wait=False):
+        store.sync_index(wait=True)
+        contents = source_contents(store, name)
+        with store.reading() as conn:
+            source_id = int(
+                conn.execute("SELECT id FROM sources WHERE name = ?", (name,)).fetchone()[0]
+            )
+        version_id = new_id()
+        with store.transaction() as conn:
+            version_rowid = int(
+                conn.execute(
+                    "INSERT INTO source_versions (version_id, source_id, started_at, status) "
+                    "VALUES (?, ?, ?, 'running')",
+                    (version_id, source_id, utc_now()),
+                ).lastrowid
+                or 0
+            )
+        report_ids = [report.report_id for report in existing_reports(store, source_id).values()]
+        remove_reports(store, report_ids, version_rowid=version_rowid)
+        summary = {"removed": len(report_ids), "chunks": contents.chunks, "failures": []}
+        with store.transaction() as conn:
+            conn.execute("DELETE FROM folders WHERE source_id = ?", (source_id,))
+            conn.execute(
+                "UPDATE source_versions SET finished_at = ?, status = 'removed', summary = ? "
+                "WHERE id = ?",
+                (utc_now(), json.dumps(summary), version_rowid),
+            )
+            conn.execute(
+                "UPDATE sources SET name = ?, kind = ? WHERE id = ?",
+                (f"{REMOVED_KIND}:{version_id}:{name}", REMOVED_KIND, source_id),
+            )
+            seq = last_pending_seq(conn)
+        if report_ids:
+            store.sync.commit(seq)
+    return contents
