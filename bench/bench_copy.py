@@ -2,6 +2,7 @@
 """First answer of a copied `.db`: unpacked from the store file against rebuilt from its chunks.
 
     .venv/bin/python bench/bench_copy.py [--chunks 100000] [--workdir DIR] [--queries 20]
+        [--read-only]
 
 Builds (or reuses, with ``--workdir``) a store of bench_core's synthetic
 corpus, then, each in a fresh child process so that nothing is warm but
@@ -14,6 +15,10 @@ before the clock starts; a third run, for information, opens it the moment
 it is made, while the kernel still writes it back. The first ``--queries``
 searches must give the same results as the original store.
 ``first_answer_of_a_copy`` is what ``bench_serving.py`` calls.
+
+With ``--read-only`` each copy is opened read-only, so its index is written
+into a fresh cache directory (``RESEARCHSTORE_CACHE_DIR``), and the copy is
+then opened once more (``cached``: the cache entry is found as it is).
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ CHILD = """
 import json, sys, time
 started = time.perf_counter()
 from researchstore import Store
-store = Store(sys.argv[1], progress=False)
+store = Store(sys.argv[1], progress=False, read_only=sys.argv[3] == "read-only" or None)
 queries = json.loads(sys.argv[2])
 first = store.search(queries[0], limit=10, mode="keyword")
 first_answer = time.perf_counter() - started
@@ -49,13 +54,19 @@ store.close()
 """
 
 
-def _child(db: Path, queries: list[str]) -> dict[str, Any]:
+def _child(db: Path, queries: list[str], *, cache: Path | None = None) -> dict[str, Any]:
+    """Open ``db`` in a fresh process and search; read-only, with its cache in
+    ``cache``, when one is given."""
+    env = {"PYTHONPATH": str(ROOT), "RESEARCHSTORE_EMBED": "off", "PATH": "/usr/bin:/bin"}
+    if cache is not None:
+        env["RESEARCHSTORE_CACHE_DIR"] = str(cache)
+    how = "writable" if cache is None else "read-only"
     result = subprocess.run(
-        [sys.executable, "-c", CHILD, str(db), json.dumps(queries)],
+        [sys.executable, "-c", CHILD, str(db), json.dumps(queries), how],
         capture_output=True,
         text=True,
         check=True,
-        env={"PYTHONPATH": str(ROOT), "RESEARCHSTORE_EMBED": "off", "PATH": "/usr/bin:/bin"},
+        env=env,
     )
     answer: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
     return answer
@@ -85,7 +96,7 @@ def _bare_write(folder: Path, size: int) -> float:
 
 
 def first_answer_of_a_copy(
-    db: Path, queries: list[str], work: Path, tries: int = 3
+    db: Path, queries: list[str], work: Path, tries: int = 3, *, read_only: bool = False
 ) -> dict[str, Any]:
     """Seconds to a first search on a copy of ``db`` alone: unpacked (``tries``
     times, each on a new copy: the median), and rebuilt, each once the copy (and
@@ -100,7 +111,10 @@ def first_answer_of_a_copy(
     """
     expected = _child(db, queries)["answers"]
     results: dict[str, Any] = {}
-    for how in ["unpacked"] * tries + ["rebuilt", "unpacked_at_once"]:
+    hows = ["unpacked"] * tries + ["rebuilt", "unpacked_at_once"]
+    if read_only:
+        hows += ["cached"] * tries
+    for how in hows:
         folder = Path(tempfile.mkdtemp(dir=work, prefix=f"copy-{how}-"))
         copy = folder / db.name
         shutil.copyfile(db, copy)
@@ -110,11 +124,14 @@ def first_answer_of_a_copy(
                 conn.execute("DELETE FROM index_files")
                 conn.execute("DELETE FROM meta WHERE key LIKE '%\\_packed\\_%' ESCAPE '\\'")
         bare = None
+        cache = folder / "cache" if read_only else None
+        if how == "cached":
+            _child(copy, queries, cache=cache)
         if how != "unpacked_at_once":
             _settle()
             if how == "unpacked":
                 bare = _bare_write(folder, int(packed or 0))
-        answer = _child(copy, queries)
+        answer = _child(copy, queries, cache=cache)
         found = {
             "seconds": answer["seconds"],
             "same_results": answer["answers"] == expected,
@@ -131,6 +148,10 @@ def first_answer_of_a_copy(
     return results
 
 
+def _bare_write_said(seconds: float | None) -> str:
+    return "" if seconds is None else f" (bare write {seconds:.2f} s)"
+
+
 def print_first_answers(results: dict[str, Any]) -> None:
     for how, found in results.items():
         tries = found["tries"]
@@ -142,7 +163,7 @@ def print_first_answers(results: dict[str, Any]) -> None:
             line += f"; {'; '.join(found['repairs'])}"
         if len(tries) > 1:
             each = ", ".join(
-                f"{one['seconds']:.2f} s (bare write {one['bare_write_s']:.2f} s)" for one in tries
+                f"{one['seconds']:.2f} s{_bare_write_said(one['bare_write_s'])}" for one in tries
             )
             line += f"\n    median of {len(tries)}: {each}"
         print(line)
@@ -159,6 +180,9 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=20)
     parser.add_argument("--workdir", type=Path)
+    parser.add_argument(
+        "--read-only", action="store_true", help="open each copy read-only (its cache)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="rs-copy-") as scratch:
         work = args.workdir or Path(scratch)
@@ -176,7 +200,7 @@ def main() -> None:
         queries = [" ".join(text.split()[10:13]) for text in texts[: args.queries]]
         size = db.stat().st_size
         print(f"store file {size / 1e6:.0f} MB, of which index copies {(packed or 0) / 1e6:.0f} MB")
-        print_first_answers(first_answer_of_a_copy(db, queries, work))
+        print_first_answers(first_answer_of_a_copy(db, queries, work, read_only=args.read_only))
 
 
 if __name__ == "__main__":

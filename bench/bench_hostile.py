@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Hostile inputs, faults and clients against one store: how many cases hold.
 
-    python bench/bench_hostile.py [--workdir DIR] [--keep] [--big-mb 60]
+    python bench/bench_hostile.py [--workdir DIR] [--keep] [--big-mb 60] [--costly]
 
 Runs every case of the hardening list through the real command line (and a
 real HTTP server on loopback), as a careless operator or a hostile user
@@ -29,6 +29,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -580,11 +581,117 @@ class Bench:
             f"parse of 70 MB: too_large",
         )
 
+    # -- 16. costly pages -------------------------------------------------------
+
+    def costly_pages(self) -> Outcome:
+        """Time and peak memory to prepare pages built to cost, per size; the time bound."""
+        folder = self.work / "costly"
+        folder.mkdir(exist_ok=True)
+        print(f"       {'page':<44} {'MB':>6} {'seconds':>8} {'peak':>7}", flush=True)
+        worst_seconds, worst_growth = 0.0, 0.0
+        for name, build in COSTLY_PAGES:
+            page = folder / name
+            page.write_text(build())
+            measured = prepare_cost(page)
+            ratio = measured["growth"] / measured["bytes"]
+            print(
+                f"       {name:<44} {measured['bytes'] / 1e6:6.1f} {measured['seconds']:8.2f} "
+                f"{ratio:6.1f}x  {measured['status']}",
+                flush=True,
+            )
+            worst_seconds = max(worst_seconds, measured["seconds"])
+            if name.startswith("sentences"):
+                worst_growth = max(worst_growth, ratio)
+        # The time bound: a page that takes longer than RESEARCHSTORE_PARSE_SECONDS
+        # fails alone; the report beside it is stored.
+        root = self.source("costly")
+        (root / "beside.txt").write_text("The costlyneighbour report is stored.")
+        crowded = f"<div {' '.join(f'a{n}' for n in range(256))}>cell</div>"
+        (root / "slow.html").write_text(crowded * (16_000_000 // len(crowded)))
+        result = run(
+            "ingest", str(self.db), str(root), "--name", "costly", "--json",
+            env={"RESEARCHSTORE_PARSE_SECONDS": "0.5"},
+        )  # fmt: skip
+        timed_out = "parse_timeout" in result.stdout and bool(hits(self.db, "costlyneighbour"))
+        held = clean(result) and timed_out and worst_seconds < 10 and worst_growth <= 8
+        return Outcome(
+            held,
+            f"slowest page {worst_seconds:.1f} s; sentences at most {worst_growth:.1f}x their "
+            f"size; a page past 0.5 s: {'parse_timeout' if timed_out else 'NOT stopped'}",
+        )
+
     # -- the end ----------------------------------------------------------------
 
     def finish(self) -> Outcome:
         held = consistent(self.db) and self.good_still_found()
         return Outcome(held, "check: consistent; every good report still found")
+
+
+def _one_tag(count: int) -> str:
+    return "<p " + " ".join(f'data-field-{n:06d}="value {n}"' for n in range(count)) + ">x"
+
+
+def _crowded(mb: int, per_tag: int) -> str:
+    tag = f"<div {' '.join(f'a{n}' for n in range(per_tag))}>cell</div>"
+    return "<html><body>" + tag * (mb * 1_000_000 // len(tag)) + "</body></html>"
+
+
+def _sentences(mb: int, html: bool) -> str:
+    dots = ". " * (mb * 500_000)
+    return f"<p>{dots}</p>" if html else dots
+
+
+#: Pages built to cost (file name, its text): one tag of many attributes
+#: (Lexbor compares each with every earlier one), pages of tags with the
+#: most attributes kept and a few more, pages of one-character sentences.
+COSTLY_PAGES: list[tuple[str, Callable[[], str]]] = [
+    *(
+        (f"attributes-{count}-on-one-tag.html", partial(_one_tag, count))
+        for count in (10_000, 40_000, 100_000, 500_000)
+    ),
+    *(
+        (f"crowded-{mb}mb-{count}-per-tag.html", partial(_crowded, mb, count))
+        for mb in (2, 8)
+        for count in (256, 300)
+    ),
+    *(
+        (f"sentences-{mb}mb.{kind}", partial(_sentences, mb, kind == "html"))
+        for mb in (1, 4, 10)
+        for kind in ("html", "txt")
+    ),
+]
+
+_PREPARE_COST = """
+import json, sys, tempfile, time
+from pathlib import Path
+from researchstore.ingest.prepare import prepare_document
+def peak():
+    for line in open('/proc/self/status'):
+        if line.startswith('VmHWM'):
+            return int(line.split()[1]) * 1024
+page = Path(sys.argv[1])
+with tempfile.TemporaryDirectory() as folder:  # warm up: imports, models
+    small = Path(folder) / ('small' + page.suffix)
+    small.write_text('<p>A first sentence. And a second one.</p>')
+    prepare_document(small.parent, small.name, 256)
+before, started = peak(), time.perf_counter()
+prepared = prepare_document(page.parent, page.name, 256)
+print(json.dumps({'bytes': page.stat().st_size, 'growth': peak() - before,
+                  'seconds': time.perf_counter() - started, 'status': prepared.status}))
+"""
+
+
+def prepare_cost(page: Path) -> dict[str, Any]:
+    """Prepare ``page`` in a process of its own: its size, seconds, peak memory growth."""
+    done = subprocess.run(
+        [sys.executable, "-c", _PREPARE_COST, str(page)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if done.returncode != 0:
+        return {"bytes": page.stat().st_size, "growth": 10**12, "seconds": 10**6, "status": "died"}
+    return dict(json.loads(done.stdout))
 
 
 def hits_from(result: Any) -> list[Any]:
@@ -599,6 +706,7 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, help="work here (default: a temporary folder)")
     parser.add_argument("--keep", action="store_true", help="keep the workdir afterwards")
     parser.add_argument("--big-mb", type=int, default=60, help="size of the run without spaces")
+    parser.add_argument("--costly", action="store_true", help="run case 16 (costly pages) only")
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="researchstore-hostile-"))
     shutil.rmtree(workdir, ignore_errors=True)
@@ -622,7 +730,10 @@ def main() -> None:
             ("13. a link to a file outside the source", bench.links_out),
             ("14. no spaces, a huge caption file, parse's size limit", bench.limits),
             ("15. special-purpose IPv6 and metadata addresses", bench.special_addresses),
+            ("16. costly pages: attributes, sentences, a file past its time", bench.costly_pages),
         ]
+        if args.costly:
+            cases = cases[-1:]
         for name, body in cases:
             bench.case(name, body)
             if not bench.good_still_found():

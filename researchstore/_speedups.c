@@ -41,6 +41,10 @@
  * html_rules.limit_markup's bound on how deeply a page's tags nest, tags
  * inside raw-text elements and comments not counted.
  *
+ *   markup_attributes(text, raw, foreign) -> int
+ *
+ * html_rules.limit_markup's bound on attributes: the most one tag holds.
+ *
  *   lexbor_bind, evidence_at; lexbor_tree, lexbor_node, elements_at, marked_at,
  *   ancestor_in, text_length,
  *   paragraphs_at, paragraph_scores, link_chars_at, collapsed_link_chars, walk_blocks,
@@ -1126,6 +1130,233 @@ static PyObject *markup_depth(PyObject *module, PyObject *args) {
         }
     }
     return PyLong_FromSsize_t(deepest);
+}
+
+/* -- markup_attributes: how many attributes a page's tags carry ----------------- */
+
+/* The HTML tokenizer's whitespace (a "\r" is read as "\n"). */
+static int html_space(Py_UCS4 c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r';
+}
+
+/* Where the next ``c`` (ASCII) is in text[at, size); ``size`` when none is. */
+static Py_ssize_t find_char(int kind, const void *data, Py_ssize_t size, Py_ssize_t at,
+                            Py_UCS4 c) {
+    if (at >= size) {
+        return size;
+    }
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *start = (const Py_UCS1 *)data;
+        const Py_UCS1 *found = memchr(start + at, (int)c, (size_t)(size - at));
+        return found == NULL ? size : found - start;
+    }
+    if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *wide = (const Py_UCS2 *)data;
+        while (at < size && wide[at] != c) {
+            at++;
+        }
+        return at;
+    }
+    const Py_UCS4 *wider = (const Py_UCS4 *)data;
+    while (at < size && wider[at] != c) {
+        at++;
+    }
+    return at;
+}
+
+/* Whether text[at, at + length) is ``name`` (lower-case ASCII), each letter
+   in either case. */
+static int ascii_name_is(int kind, const void *data, Py_ssize_t at, Py_ssize_t length,
+                         const char *name, Py_ssize_t name_length) {
+    if (length != name_length) {
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < length; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, at + i);
+        if ((c >= 'A' && c <= 'Z' ? c + 32 : c) != (Py_UCS4)name[i]) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Which of ``names`` text[at, at + length) is, or -1. */
+static Py_ssize_t name_among(int kind, const void *data, Py_ssize_t at, Py_ssize_t length,
+                             const char **names, const Py_ssize_t *lengths, Py_ssize_t count) {
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (ascii_name_is(kind, data, at, length, names[i], lengths[i])) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* Where scanning goes on after a comment whose "<!--" ends at ``at``: after
+   "-->" or "--!>", or right away for "<!-->" and "<!--->"; ``size`` when it
+   is never closed (html_rules._comment_end). */
+static Py_ssize_t comment_end(int kind, const void *data, Py_ssize_t size, Py_ssize_t at) {
+    if (at < size && PyUnicode_READ(kind, data, at) == '>') {
+        return at + 1;
+    }
+    if (at + 1 < size && PyUnicode_READ(kind, data, at) == '-' &&
+        PyUnicode_READ(kind, data, at + 1) == '>') {
+        return at + 2;
+    }
+    for (Py_ssize_t end = find_char(kind, data, size, at, '-'); end + 2 < size;
+         end = find_char(kind, data, size, end + 1, '-')) {
+        if (PyUnicode_READ(kind, data, end + 1) != '-') {
+            continue;
+        }
+        Py_UCS4 next = PyUnicode_READ(kind, data, end + 2);
+        if (next == '>') {
+            return end + 3;
+        }
+        if (next == '!' && end + 3 < size && PyUnicode_READ(kind, data, end + 3) == '>') {
+            return end + 4;
+        }
+    }
+    return size;
+}
+
+/* Where a tag's run of attributes starting at ``at`` ends, and how many it
+   holds (html_rules._ATTRIBUTE, one after the other). */
+static Py_ssize_t attributes_end(int kind, const void *data, Py_ssize_t size, Py_ssize_t at,
+                                 Py_ssize_t *count) {
+    *count = 0;
+    for (;;) {
+        Py_ssize_t p = at;
+        Py_UCS4 c;
+        while (p < size && (html_space(c = PyUnicode_READ(kind, data, p)) || c == '/')) {
+            p++;
+        }
+        if (p >= size || PyUnicode_READ(kind, data, p) == '>') {
+            return at;
+        }
+        p++; /* the name's first character: anything but those ("=" too) */
+        while (p < size && !html_space(c = PyUnicode_READ(kind, data, p)) && c != '/' &&
+               c != '=' && c != '>') {
+            p++;
+        }
+        Py_ssize_t q = p;
+        while (q < size && html_space(PyUnicode_READ(kind, data, q))) {
+            q++;
+        }
+        if (q < size && PyUnicode_READ(kind, data, q) == '=') {
+            q++;
+            while (q < size && html_space(PyUnicode_READ(kind, data, q))) {
+                q++;
+            }
+            Py_UCS4 quote = q < size ? PyUnicode_READ(kind, data, q) : 0;
+            if (quote == '"' || quote == '\'') {
+                q = find_char(kind, data, size, q + 1, quote);
+                q += q < size;
+            } else if (q < size && quote != '>') {
+                while (q < size && !html_space(c = PyUnicode_READ(kind, data, q)) && c != '>') {
+                    q++;
+                }
+            }
+            p = q;
+        }
+        (*count)++;
+        at = p;
+    }
+}
+
+/* html_rules._attribute_runs's scan, keeping the most attributes one tag
+   holds. The tokenizer's reading of tags, comments and bogus comments, and
+   of the ``raw`` elements' text (outside the ``foreign`` ones: <svg>, <math>). */
+static PyObject *markup_attributes(PyObject *module, PyObject *args) {
+    PyObject *text, *raw_names, *foreign_names;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "UO!O!:markup_attributes", &text, &PyTuple_Type, &raw_names,
+                          &PyTuple_Type, &foreign_names)) {
+        return NULL;
+    }
+    const char *raw[64], *foreign[64];
+    Py_ssize_t raw_lengths[64], raw_count, foreign_lengths[64], foreign_count;
+    if (!read_names(raw_names, raw, raw_lengths, &raw_count) ||
+        !read_names(foreign_names, foreign, foreign_lengths, &foreign_count)) {
+        return NULL;
+    }
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    /* How many of each foreign element are open, and of all of them. */
+    Py_ssize_t open_foreign[64] = {0}, inside_foreign = 0;
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text), at = 0, most = 0;
+    while ((at = find_char(kind, data, size, at, '<')) < size) {
+        Py_UCS4 next = at + 1 < size ? PyUnicode_READ(kind, data, at + 1) : 0;
+        if (next == '!' && at + 3 < size && PyUnicode_READ(kind, data, at + 2) == '-' &&
+            PyUnicode_READ(kind, data, at + 3) == '-') {
+            at = comment_end(kind, data, size, at + 4);
+            continue;
+        }
+        int closing = next == '/';
+        Py_ssize_t first = at + 1 + closing;
+        Py_UCS4 letter = first < size ? PyUnicode_READ(kind, data, first) : 0;
+        if (!((letter >= 'a' && letter <= 'z') || (letter >= 'A' && letter <= 'Z'))) {
+            if (next != '!' && next != '?' && !closing) {
+                at++; /* a "<" of text */
+                continue;
+            }
+            /* a bogus comment, to the next ">" */
+            at = find_char(kind, data, size, at + 2, '>') + 1;
+            continue;
+        }
+        Py_ssize_t name_end = first + 1;
+        Py_UCS4 c;
+        while (name_end < size && !html_space(c = PyUnicode_READ(kind, data, name_end)) &&
+               c != '/' && c != '>') {
+            name_end++;
+        }
+        Py_ssize_t count;
+        Py_ssize_t run_end = attributes_end(kind, data, size, name_end, &count);
+        most = count > most ? count : most;
+        Py_ssize_t close = run_end;
+        while (close < size && (html_space(c = PyUnicode_READ(kind, data, close)) || c == '/')) {
+            close++;
+        }
+        if (close >= size) {
+            break; /* a tag the page's end cuts: nothing follows */
+        }
+        at = close + 1;
+        Py_ssize_t length = name_end - first;
+        Py_ssize_t f = name_among(kind, data, first, length, foreign, foreign_lengths,
+                                  foreign_count);
+        if (closing) {
+            if (f >= 0 && open_foreign[f] > 0) {
+                open_foreign[f]--;
+                inside_foreign--;
+            }
+            continue;
+        }
+        if (f >= 0) {
+            int self_closing = close > run_end && PyUnicode_READ(kind, data, close - 1) == '/';
+            open_foreign[f] += !self_closing;
+            inside_foreign += !self_closing;
+            continue;
+        }
+        Py_ssize_t r = inside_foreign ? -1
+                                      : name_among(kind, data, first, length, raw, raw_lengths,
+                                                   raw_count);
+        if (r < 0) {
+            continue;
+        }
+        /* Its text runs to "</name" and whitespace, "/" or ">". */
+        Py_ssize_t end = find_char(kind, data, size, at, '<');
+        for (; end + 2 + raw_lengths[r] < size; end = find_char(kind, data, size, end + 1, '<')) {
+            if (PyUnicode_READ(kind, data, end + 1) == '/' &&
+                ascii_name_is(kind, data, end + 2, raw_lengths[r], raw[r], raw_lengths[r]) &&
+                (html_space(c = PyUnicode_READ(kind, data, end + 2 + raw_lengths[r])) ||
+                 c == '/' || c == '>')) {
+                break;
+            }
+        }
+        if (end + 2 + raw_lengths[r] >= size) {
+            break; /* never closed: the rest is its text */
+        }
+        at = end;
+    }
+    return PyLong_FromSsize_t(most);
 }
 
 /* -- selectolax's tree, read in C ---------------------------------------------- */
@@ -3279,6 +3510,10 @@ static PyMethodDef methods[] = {
      "markup_depth(text, flat, raw): the most tags open at once in ``text``, the ``flat`` "
      "ones (lower-case ASCII names, in a tuple) not counted, nor any inside a ``raw`` element "
      "or a comment (html_rules.limit_markup)."},
+    {"markup_attributes", markup_attributes, METH_VARARGS,
+     "markup_attributes(text, raw, foreign): the most attributes one tag in ``text`` holds, "
+     "its tags, comments and ``raw`` elements' text read as the HTML tokenizer reads them "
+     "(raw text inside a ``foreign`` element is markup) (html_rules.limit_markup)."},
     {"lexbor_bind", lexbor_bind, METH_VARARGS,
      "lexbor_bind(path): bind the tree functions of selectolax's loaded Lexbor module at "
      "``path``; whether they could be."},

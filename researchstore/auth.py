@@ -25,11 +25,13 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from researchstore.dates import utc_now
+from researchstore.errors import StoreClosed
 from researchstore.principal import (
     Principal,
     check_scopes,
     check_workspaces,
 )
+from researchstore.stored import string_list
 
 if TYPE_CHECKING:
     from researchstore.store import Store
@@ -38,6 +40,8 @@ KEY_PREFIX = "rsk"
 #: ``last_used_at`` is stamped at most this often per key, so that serving
 #: requests does not turn every read into a write.
 TOUCH_INTERVAL_S = 60.0
+#: How long the stamp waits for another writer before it is left for the next request.
+TOUCH_BUSY_MS = 50
 
 _KEY = re.compile(r"^rsk_([0-9a-f]{12})_([A-Za-z0-9_-]{43})$")
 #: How a key can be named for revocation: its id, its listed prefix, or itself.
@@ -95,8 +99,8 @@ def list_keys(store: Store, *, include_revoked: bool = True) -> list[dict[str, A
             "key_id": key_id,
             "prefix": f"{KEY_PREFIX}_{key_id}_",
             "label": label,
-            "scopes": json.loads(scopes),
-            "workspaces": json.loads(workspaces),
+            "scopes": string_list(scopes) or [],
+            "workspaces": string_list(workspaces) or [],
             "created_at": created_at,
             "revoked_at": revoked_at,
             "last_used_at": last_used_at,
@@ -130,15 +134,21 @@ def authenticate(store: Store, key: str | None, *, touch: bool = True) -> Princi
             "WHERE key_id = ? AND revoked_at IS NULL",
             (key_id,),
         ).fetchone()
-    if row is None or not hmac.compare_digest(_hash(row["salt"], secret), row["secret_hash"]):
+    if row is None:
+        return None
+    salt, secret_hash = row["salt"], row["secret_hash"]
+    if not isinstance(salt, bytes) or not isinstance(secret_hash, bytes):
+        return None  # a key no researchstore wrote opens nothing
+    if not hmac.compare_digest(_hash(salt, secret), secret_hash):
         return None
     if touch:
         _touch(store, key_id)
-    return Principal(
-        scopes=frozenset(json.loads(row["scopes"])),
-        workspaces=frozenset(json.loads(row["workspaces"])),
-        key_id=key_id,
-    )
+    scopes, workspaces = string_list(row["scopes"]), string_list(row["workspaces"])
+    if scopes is None or workspaces is None:
+        # Rights that cannot be read are none (fail closed): the key reads as
+        # one made with no scope and no workspace.
+        scopes = workspaces = []
+    return Principal(scopes=frozenset(scopes), workspaces=frozenset(workspaces), key_id=key_id)
 
 
 class KeyCache:
@@ -207,7 +217,7 @@ def _touch(store: Store, key_id: str) -> None:
     # Its own connection with a short timeout: a long ingest transaction must
     # not hold up a request (or the store's lock) for a bookkeeping stamp.
     try:
-        conn = sqlite3.connect(store.path, timeout=0.05, isolation_level=None)
+        conn = store.connect_apart(busy_timeout_ms=TOUCH_BUSY_MS)
         try:
             conn.execute(
                 "UPDATE api_keys SET last_used_at = ? WHERE key_id = ?", (utc_now(), key_id)
@@ -217,6 +227,8 @@ def _touch(store: Store, key_id: str) -> None:
     except sqlite3.OperationalError:
         with _touched_lock:  # busy: let the next request stamp it
             _touched.pop(slot, None)
+    except StoreClosed:
+        pass  # the file was replaced since the store opened: it is not written
 
 
 __all__ = ["authenticate", "create_key", "list_keys", "revoke_key", "touch", "touch_due"]

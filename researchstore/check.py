@@ -17,9 +17,10 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from researchstore.db import damaged_store
+from researchstore.db import damaged_store, distrust_schema
 from researchstore.derived import SEARCHABLE, IndexDamaged
 from researchstore.errors import StoreDamaged
+from researchstore.filters import stored_tags
 from researchstore.index import SearchIndex
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ def check_store(store: Store) -> dict[str, Any]:
                 f"SELECT chunk_id, report_id FROM chunks c WHERE {SEARCHABLE}"
             ).fetchall()
             pending = conn.execute("SELECT count(*) FROM index_pending").fetchone()[0]
+            untagged = _reports_with_unreadable_tags(conn)
         except sqlite3.DatabaseError as error:
             # Damaged beyond reading the chunks: the index cannot be compared.
             problems.append(damaged_store(store.path, str(error), checked=True).message)
@@ -50,6 +52,14 @@ def check_store(store: Store) -> dict[str, Any]:
                 consistent=False, problems=problems, repaired_on_open=list(store.sync.repairs)
             )
             return report
+    if untagged:
+        report["unreadable_tags"] = untagged
+        problems.append(
+            f"{len(untagged)} reports hold tags that are not a JSON object (report "
+            f"{', '.join(map(str, untagged[:SHOWN]))}): they read as untagged. researchstore "
+            "never writes such tags: restore the store file from a backup, or ingest the "
+            "source into a new store"
+        )
     ok_ids = {row[0] for row in ok_rows}
     per_report = Counter(row[1] for row in ok_rows)
     report.update(
@@ -131,10 +141,15 @@ def _check_vectors(
     from researchstore.vector_index import VectorIndex
     from researchstore.vectors import store_model, vector_stats
 
+    problems = []
     with store.reading() as conn:
         stored = {row[0] for row in conn.execute("SELECT chunk_rowid FROM vectors")}
         stats = vector_stats(conn)
-        model = store_model(conn)
+        try:
+            model = store_model(conn)
+        except StoreDamaged as damage:  # its dimension is no number: said, and checked on
+            model = None
+            problems.append(damage.message)
     index = store.sync.get(VectorIndex)
     with store.holding_off_writers():
         try:
@@ -155,20 +170,26 @@ def _check_vectors(
         "index_files": files or "ok",
     }
     if files:
-        return [f"the vector index {index.path} is damaged ({'; '.join(files[:SHOWN])}); {rebuild}"]
-    if (missing or unknown) and not pending:
-        return [
+        problems.append(
+            f"the vector index {index.path} is damaged ({'; '.join(files[:SHOWN])}); {rebuild}"
+        )
+    elif (missing or unknown) and not pending:
+        problems.append(
             f"the vector index disagrees with the store ({missing} vectors missing from it, "
             f"{unknown} the store no longer has); {rebuild}"
-        ]
-    return []
+        )
+    return problems
 
 
 def check_file(path: Path, opening: StoreDamaged) -> dict[str, Any]:
-    """For a store that cannot be opened: SQLite's integrity check of the file alone, read only."""
+    """For a store that cannot be opened: SQLite's integrity check of the file alone, read only.
+
+    The file may be one refused for the SQL it holds: its schema is distrusted here too.
+    """
     try:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
+            distrust_schema(conn)
             integrity = _integrity(conn)
         finally:
             conn.close()
@@ -180,6 +201,14 @@ def check_file(path: Path, opening: StoreDamaged) -> dict[str, Any]:
         "problems": [opening.message],
         "repaired_on_open": [],
     }
+
+
+def _reports_with_unreadable_tags(conn: sqlite3.Connection) -> list[int]:
+    """The reports whose stored tags are not a JSON object (``filters.stored_tags``)."""
+    rows = conn.execute(
+        "SELECT report_id, tags FROM reports WHERE tags IS NOT '{}' ORDER BY report_id"
+    )
+    return [int(report_id) for report_id, tags in rows if stored_tags(tags) is None]
 
 
 def _integrity(conn: sqlite3.Connection) -> str:

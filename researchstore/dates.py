@@ -35,6 +35,17 @@ def parse_stamp(text: str) -> datetime:
     return datetime.strptime(text, STAMP_FORMAT).replace(tzinfo=UTC)
 
 
+def stored_stamp(stored: object) -> datetime | None:
+    """The moment a ``stamp`` kept in a store file wrote; None for any value it does not
+    write (a store file may come from anyone)."""
+    if not isinstance(stored, str) or len(stored) > 40:
+        return None
+    try:
+        return parse_stamp(stored)
+    except ValueError:
+        return None
+
+
 def is_iso_date(value: Any) -> bool:
     """True for a real calendar date written ``YYYY-MM-DD``."""
     if not isinstance(value, str) or not _ISO_DATE.match(value):

@@ -16,6 +16,8 @@ import fcntl
 import json
 import os
 import sqlite3
+import stat
+import sys
 import time
 from pathlib import Path
 from typing import IO
@@ -30,14 +32,23 @@ from researchstore.errors import (
     StoreReadOnly,
     UpstreamUnavailable,
 )
+from researchstore.stored import json_object, whole_number
 
 BUSY_TIMEOUT_MS = 10_000
 
 
-def connect(path: Path, *, cache_kib: int = 65_536, read_only: bool = False) -> sqlite3.Connection:
+def connect(
+    path: Path,
+    *,
+    cache_kib: int = 65_536,
+    read_only: bool = False,
+    busy_timeout_ms: int = BUSY_TIMEOUT_MS,
+) -> sqlite3.Connection:
     """A connection in autocommit mode whose rows read by column name.
 
     ``read_only``: through ``read_only_uri``, and setting nothing in the file.
+    Nothing is written to the file here: a writer turns on its write-ahead
+    log once the file is known to be a store (``use_write_ahead_log``).
     """
     conn = sqlite3.connect(
         read_only_uri(path) if read_only else path,
@@ -45,12 +56,11 @@ def connect(path: Path, *, cache_kib: int = 65_536, read_only: bool = False) -> 
         isolation_level=None,
         check_same_thread=False,
         cached_statements=256,
-        timeout=BUSY_TIMEOUT_MS / 1000,
+        timeout=busy_timeout_ms / 1000,
     )
     conn.row_factory = sqlite3.Row
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    if not read_only:
-        conn.execute("PRAGMA journal_mode = WAL")
+    distrust_schema(conn)
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
     conn.execute("PRAGMA foreign_keys = ON")
     # NORMAL in WAL mode survives any process crash (kill -9); only a power
     # loss can drop the last commits, and the index checks catch that.
@@ -58,6 +68,28 @@ def connect(path: Path, *, cache_kib: int = 65_536, read_only: bool = False) -> 
     conn.execute("PRAGMA mmap_size = 2147418112")  # SQLite's default ceiling; address space only
     conn.execute(f"PRAGMA cache_size = -{int(cache_kib)}")
     return conn
+
+
+def use_write_ahead_log(conn: sqlite3.Connection) -> None:
+    """Keep the file in WAL mode (the file remembers it: later connections find it so).
+
+    Its header is written: only for a file known to be a store, never one refused.
+    """
+    conn.execute("PRAGMA journal_mode = WAL")
+
+
+def distrust_schema(conn: sqlite3.Connection) -> None:
+    """Treat the file's own SQL as untrusted, as SQLite advises for a file from elsewhere.
+
+    ``trusted_schema`` off: the file's triggers, views, defaults, checks and
+    indexes may call only functions SQLite deems harmless. Defensive mode
+    (where Python offers it, 3.12 on) keeps SQL from writing the schema or
+    pages directly. Neither stops a trigger of plain SQL: the schema itself
+    is compared with the store's own before it is read (``schema.verify_schema``).
+    """
+    conn.execute("PRAGMA trusted_schema = OFF")
+    if sys.version_info >= (3, 12):
+        conn.setconfig(sqlite3.SQLITE_DBCONFIG_DEFENSIVE, True)
 
 
 def read_only_uri(path: Path) -> str:
@@ -121,6 +153,8 @@ def storage_error(
         )
     if name.startswith("SQLITE_CORRUPT") or "malformed" in text:
         return damaged_store(path, text)
+    if "Could not decode to UTF-8" in text:  # Python's sqlite3: text no researchstore writes
+        return damaged_store(path, text)
     if name.startswith("SQLITE_NOTADB") or "not a database" in text:
         return damaged_store(path, text) if known_store else None
     if name.startswith("SQLITE_IOERR") or "disk I/O error" in text:
@@ -180,6 +214,25 @@ def read_meta(conn: sqlite3.Connection, key: str) -> str | None:
     return None if row is None else str(row["value"])
 
 
+def read_meta_number(conn: sqlite3.Connection, key: str) -> int | None:
+    """A count or sequence number kept in ``meta``; None when it is missing or not a
+    number researchstore writes (``stored.whole_number``): the caller says what that means."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return None if row is None else whole_number(row["value"])
+
+
+def store_file(conn: sqlite3.Connection) -> str:
+    """The path of the file ``conn`` reads (for a message)."""
+    row = conn.execute("SELECT file FROM pragma_database_list WHERE name = 'main'").fetchone()
+    return str(row[0]) if row is not None else "(unknown)"
+
+
+def file_identity(path: Path) -> tuple[int, int]:
+    """Which file ``path`` names now: its device and inode."""
+    found = os.stat(path)
+    return found.st_dev, found.st_ino
+
+
 def write_meta(conn: sqlite3.Connection, key: str, value: str) -> None:
     conn.execute(
         "INSERT INTO meta (key, value) VALUES (?, ?) "
@@ -189,9 +242,15 @@ def write_meta(conn: sqlite3.Connection, key: str, value: str) -> None:
 
 
 def last_pending_seq(conn: sqlite3.Connection) -> int:
-    """The number of the last change ever queued in ``index_pending`` (0: none)."""
-    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'index_pending'").fetchone()
-    return 0 if row is None else int(row["seq"])
+    """The number of the last change ever queued in ``index_pending`` (0: none).
+
+    Read as SQLite reads it to number the next change (``CAST``): a value no
+    researchstore writes counts as 0, or as SQLite's largest integer.
+    """
+    row = conn.execute(
+        "SELECT CAST(seq AS INTEGER) AS seq FROM sqlite_sequence WHERE name = 'index_pending'"
+    ).fetchone()
+    return 0 if row is None else max(0, int(row["seq"]))
 
 
 def queue_pending(
@@ -205,10 +264,20 @@ def queue_pending(
     )
 
 
+#: How a lock file is opened: made if need be, never through a link.
+_LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+#: The most of a lock file read back to say who holds it.
+_HOLDER_BYTES = 4096
+
+
 class WriterLock:
     """An exclusive, process-wide lock on the store for writers (``<db>.lock``).
 
     The file holds who took it, so a refused writer can say who holds it.
+    A folder from elsewhere may hold anything by that name: a link (to
+    ``~/.bashrc``, which a writable open would empty), a second name of
+    another file, a FIFO. Only a plain file of one name is used; anything
+    else is refused with an ``OSError`` saying what it is, and left as it is.
     """
 
     def __init__(self, path: Path) -> None:
@@ -216,7 +285,7 @@ class WriterLock:
         self._handle: IO[str] | None = None
 
     def acquire(self, *, wait: bool, timeout: float = 60.0) -> bool:
-        handle = open(self.path, "a+")
+        handle = self._open()
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -237,12 +306,45 @@ class WriterLock:
         self._handle = handle
         return True
 
+    def _open(self) -> IO[str]:
+        try:
+            descriptor = os.open(self.path, _LOCK_FLAGS, 0o644)
+        except OSError as error:
+            if error.errno == errno.ELOOP:
+                raise OSError(
+                    errno.ELOOP,
+                    "it is a symbolic link, which researchstore never makes there and never "
+                    "writes through: remove it",
+                    str(self.path),
+                ) from None
+            raise
+        try:
+            found = os.fstat(descriptor)
+            if not stat.S_ISREG(found.st_mode) or found.st_nlink != 1:
+                what = "a file with other names" if stat.S_ISREG(found.st_mode) else "no file"
+                raise OSError(
+                    errno.EINVAL,
+                    f"it is {what}, which researchstore never makes there: remove it",
+                    str(self.path),
+                )
+            os.set_blocking(descriptor, True)
+        except BaseException:
+            os.close(descriptor)
+            raise
+        return open(descriptor, "a+")
+
     def holder(self) -> str:
         try:
-            info = json.loads(self.path.read_text() or "{}")
-        except (OSError, ValueError):
+            descriptor = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
             return "another process"
-        if not isinstance(info, dict) or not info:
+        try:
+            info = json_object(os.read(descriptor, _HOLDER_BYTES))
+        except OSError:
+            return "another process"
+        finally:
+            os.close(descriptor)
+        if not info:
             return "another process"
         return f"process {info.get('pid')} (since {info.get('since')})"
 

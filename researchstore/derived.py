@@ -10,7 +10,7 @@ in the store's list of indexes.
 
 from __future__ import annotations
 
-import json
+import re
 import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol, Self
 
 from researchstore.errors import StoreDamaged
+from researchstore.filters import report_tags
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +132,9 @@ class DerivedIndex(Protocol):
 
     #: Files the index rewrites in place on commit (all others are immutable).
     rewritten_files: ClassVar[frozenset[str]]
+    #: Every name ``committed_files`` may give (a whole name, ``fullmatch``):
+    #: a copy of the index that names any other file is not written back.
+    file_names: ClassVar[re.Pattern[str]]
 
     def committed_files(self) -> list[Path]:
         """The files that hold the index as of its last commit (what is packed)."""
@@ -194,7 +198,7 @@ def indexed_chunks(
     for row in cursor:
         tags = tags_cache.get(row["tags"])
         if tags is None:
-            tags = tags_cache[row["tags"]] = json.loads(row["tags"])
+            tags = tags_cache[row["tags"]] = report_tags(row["tags"])
         yield IndexedChunk(
             chunk_id=row["chunk_id"],
             report_id=row["report_id"],

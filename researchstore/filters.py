@@ -3,7 +3,8 @@
 The full-text index turns ``SearchFilters`` into query clauses; a row that
 reaches search by another way (a hit forwarded to the chunk that now holds a
 replaced chunk's text) is checked here with ``SearchFilters.matches``, so
-the two readings of a filter are defined side by side.
+the two readings of a filter are defined side by side. A report's tags are
+read back from the store here too (``report_tags``), in one way for every reader.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any
+
+from researchstore.stored import json_object
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,3 +70,18 @@ def tag_terms(tags: dict[str, Any]) -> list[str]:
         values = value if isinstance(value, list) else [value]
         terms.extend(f"{name}={tag_value(item)}" for item in values if item is not None)
     return terms
+
+
+def stored_tags(stored: object) -> dict[str, Any] | None:
+    """A report's tags as the store keeps them (JSON), decoded; None if they are not
+    a JSON object. Ingest writes nothing else, but a store file may come from anyone."""
+    if stored == "{}":
+        return {}
+    return json_object(stored)
+
+
+def report_tags(stored: object) -> dict[str, Any]:
+    """A report's tags, never raising: tags that are not a JSON object read as none
+    (``researchstore check`` names their report)."""
+    tags = stored_tags(stored)
+    return {} if tags is None else tags

@@ -10,6 +10,7 @@ retention are pruned by each run, so the record stays bounded.
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -61,8 +62,14 @@ def retire_report_chunks(
 
 
 def retention_days(conn: sqlite3.Connection) -> float:
+    """How long replaced chunks are remembered; the default where ``meta`` holds no
+    number of days researchstore writes (more than zero)."""
     value = read_meta(conn, RETENTION_KEY)
-    return float(value) if value is not None else DEFAULT_RETENTION_DAYS
+    try:
+        days = float(value) if value is not None and len(value) <= 40 else None
+    except ValueError:
+        days = None
+    return days if days is not None and 0 < days < math.inf else DEFAULT_RETENTION_DAYS
 
 
 def set_retention_days(conn: sqlite3.Connection, days: float) -> None:
@@ -76,7 +83,10 @@ def set_retention_days(conn: sqlite3.Connection, days: float) -> None:
 def prune_history(conn: sqlite3.Connection, *, now: datetime | None = None) -> int:
     """Forget forwarding rows older than the retention; return how many."""
     now = now or datetime.now(UTC)
-    cutoff = stamp(now - timedelta(days=retention_days(conn)))
+    try:
+        cutoff = stamp(now - timedelta(days=retention_days(conn)))
+    except OverflowError:
+        return 0  # kept longer than dates go back: nothing is that old
     return conn.execute("DELETE FROM chunk_history WHERE retired_at < ?", (cutoff,)).rowcount
 
 

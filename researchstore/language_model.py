@@ -5,7 +5,7 @@ it takes about a second: unpacking, a temporary file and a copy of every
 array. Every process that detects a language pays that once, and an ingest
 has a worker process per core. So the first process to load it writes the
 part detection uses (the languages of ``DETECTED_LANGUAGES``: 46 MB) to one
-uncompressed file in the cache directory (``cache_root()``), and later ones
+uncompressed file in the cache directory (``writable_cache_root()``), and later ones
 map that file, which takes a few milliseconds.
 
 The cache is named by the SHA-256 of the package's model file and by the
@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from researchstore.cache_dir import cache_root
+from researchstore.cache_dir import writable_cache_root
 
 #: The first bytes of a cache file; a new layout gets a new number.
 MAGIC = b"researchstore py3langid model 1\n"
@@ -57,22 +57,28 @@ def load_identifier(languages: Sequence[str]) -> Any:
         source: str | None = _file_digest(model)
     except OSError:
         source = None
+    path = None
     if source is not None:
-        arrays = read_cache(cache_path(source, languages), source=source, languages=languages)
+        try:
+            path = cache_path(source, languages)
+        except OSError:  # no cache directory can be written: load the package's model
+            path = None
+    if path is not None and source is not None:
+        arrays = read_cache(path, source=source, languages=languages)
         if arrays is not None:
             return _identifier_of(LanguageIdentifier, arrays)
     identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
     identifier.set_languages(list(languages))
-    if source is not None:
-        path = cache_path(source, languages)
+    if path is not None and source is not None:
         write_cache(path, _arrays_of(identifier), source=source, languages=languages)
     return identifier
 
 
 def cache_path(source: str, languages: Sequence[str]) -> Path:
-    """Where the cache of the model whose file has digest ``source`` is kept."""
+    """Where the cache of the model whose file has digest ``source`` is kept (in
+    ``writable_cache_root()``, whose ``OSError`` says that no cache can be kept)."""
     chosen = hashlib.sha256(" ".join(languages).encode()).hexdigest()[:8]
-    return cache_root() / f"py3langid-{source[:16]}-{chosen}.bin"
+    return writable_cache_root() / f"py3langid-{source[:16]}-{chosen}.bin"
 
 
 def read_cache(path: Path, *, source: str, languages: Sequence[str]) -> dict[str, Any] | None:

@@ -13,9 +13,10 @@ what a lookup does (``bench/bench_serving.py``). Anything but a plain,
 well-formed call of a session this process admitted (an ``initialize``, a
 notification, a batch, a bad header, an unknown, ended or other key's
 session) goes on to the SDK, which answers it as it always does. What the
-SDK does around a request is done here too: the DNS-rebinding check, the
+SDK does around a request is done here too: its header checks, the
 session's owner, its idle countdown (held while a call runs), the access
-log's fields. The answer is the SDK's own JSON-RPC response, with the same
+log's fields (the Host check, ``hosts.HostGuard``, stands in front of
+both). The answer is the SDK's own JSON-RPC response, with the same
 fields; a test compares the two for every tool.
 """
 

@@ -21,10 +21,11 @@ expire, and every request is one line of the access log.
 from __future__ import annotations
 
 import contextlib
-import ipaddress
+import itertools
 import json
 import logging
 import os
+import re
 import socket
 import sys
 import time
@@ -40,7 +41,6 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect
 from starlette.routing import Mount, Route
@@ -48,6 +48,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from researchstore import __version__, auth, contracts
 from researchstore.catalogue import served_tools
+from researchstore.hosts import HostGuard
 from researchstore.mcp_calls import (
     CALL_SCOPE_KEY,
     OUTCOME_SCOPE_KEY,
@@ -395,6 +396,10 @@ class _McpEndpoint:
                 message = f"the request body is over {self.max_request_bytes} bytes"
                 await _send_json(send, 413, {"error": {"message": message}})
                 return
+            unreadable = body_problem(body)
+            if unreadable is not None:
+                await _parse_error(send, unreadable)
+                return
             if self.direct is not None:
                 if await self.direct.answer(scope, body, send):
                     return
@@ -437,6 +442,50 @@ async def _read_body(receive: Receive, limit: int) -> bytes | None:
         body.extend(message.get("body", b""))
         if len(body) > limit or not message.get("more_body", False):
             return bytes(body)
+
+
+#: How deep a request body may nest arrays and objects: far deeper than MCP or a
+#: tool's arguments need (``params.MAX_NESTING``), far short of where a parser that
+#: recurses (the SDK's ``json.loads``) runs out of stack.
+MAX_BODY_NESTING = 64
+#: A JSON string; one left open runs to the end (it hides the rest, once).
+_JSON_STRING = re.compile(r'"(?:[^"\\]++|\\.?)*+(?:"|\Z)', re.DOTALL)
+#: Brackets as steps of depth; anything else goes.
+_DEPTH_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+_NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
+
+
+def nests_deeper(text: str, limit: int) -> bool:
+    """Whether JSON ``text`` nests arrays and objects deeper than ``limit``, found
+    without parsing it (a parser that recurses would fail first)."""
+    if text.count("[") + text.count("{") <= limit:
+        return False  # too few brackets: every ordinary request
+    # Outside strings JSON is ASCII; a bracket past anything else still counts.
+    brackets = _JSON_STRING.sub("", text).encode("ascii", "ignore")
+    steps = memoryview(brackets.translate(_DEPTH_STEPS, _NOT_BRACKETS)).cast("b")
+    return max(itertools.accumulate(steps), default=0) > limit
+
+
+def body_problem(body: bytes) -> str | None:
+    """Why a request body cannot be parsed safely, or None: it must be text as
+    ``json.loads`` reads it (UTF-8, -16 or -32), nested ``MAX_BODY_NESTING`` deep at most."""
+    try:
+        text = body.decode(json.detect_encoding(body), "surrogatepass")
+    except UnicodeDecodeError:
+        return "Parse error: the request body is not UTF-8 text"
+    if nests_deeper(text, MAX_BODY_NESTING):
+        return f"Parse error: the request body nests deeper than {MAX_BODY_NESTING} levels"
+    return None
+
+
+async def _parse_error(send: Send, message: str) -> None:
+    """400 with a JSON-RPC parse error, as the SDK answers a body that is not JSON."""
+    error = types.JSONRPCError(
+        jsonrpc="2.0",
+        id="server-error",
+        error=types.ErrorData(code=types.PARSE_ERROR, message=message),
+    )
+    await _send_json(send, 400, error.model_dump(by_alias=True, exclude_none=True))
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
@@ -507,7 +556,7 @@ class AccessLog:
             when,
             f"key={key}",
             str(scope.get("method", "-")),
-            f"tool={scope.get(CALL_SCOPE_KEY, '-')}",
+            f"tool={_log_field(str(scope.get(CALL_SCOPE_KEY, '-')))}",
             f"status={status if status is not None else '-'}",
         ]
         if OUTCOME_SCOPE_KEY in scope:
@@ -518,6 +567,11 @@ class AccessLog:
             self.stream.flush()
         except (OSError, ValueError):
             pass  # a full disk or a closed stream must not fail the request it records
+
+
+def _log_field(text: str) -> str:
+    """A name a request gave, as one field of a log line: ASCII, no space, no line break."""
+    return text.encode("unicode_escape").decode("ascii").replace(" ", "\\x20")
 
 
 class AccessLogMiddleware:
@@ -607,39 +661,6 @@ def configure_logging(stream: TextIO | None = None) -> None:
 # -- the app ---------------------------------------------------------------------
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def host_header(host: str) -> str:
-    """``host`` as a ``Host`` header names it (an IPv6 address in brackets)."""
-    bare = host.strip("[]")
-    return f"[{bare}]" if ":" in bare else bare
-
-
-def transport_security(host: str) -> TransportSecuritySettings | None:
-    """Bound to loopback: only requests addressed to this machine by a loopback name.
-
-    That refuses a page in a browser that reaches the port through a name it
-    controls (DNS rebinding). The address the server was given is accepted
-    with any loopback name, so ``--host 127.0.0.2`` answers requests for
-    ``127.0.0.2``. Bound elsewhere, any Host is accepted.
-    """
-    if not is_loopback(host):
-        return None
-    names = dict.fromkeys(["127.0.0.1", "localhost", "[::1]", host_header(host)])
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=[form for name in names for form in (name, f"{name}:*")],
-        allowed_origins=[form for name in names for form in (f"http://{name}", f"http://{name}:*")],
-    )
-
-
 def http_app(
     store: Store,
     *,
@@ -668,7 +689,8 @@ def http_app(
     manager = KeyedSessionManager(
         server,
         json_response=True,
-        security_settings=transport_security(host),
+        # The Host check is ``HostGuard``'s, in front of every route (one rule for all).
+        security_settings=None,
         session_idle_timeout=limits.session_idle_timeout_s,
         max_sessions=limits.max_sessions,
         sessions_per_key=limits.sessions_per_key,
@@ -686,7 +708,7 @@ def http_app(
             calls,
             sessions=manager.session,
             owners=manager.owner,
-            security=transport_security(host),
+            security=None,
             idle_timeout_s=limits.session_idle_timeout_s,
         )
     endpoint = _McpEndpoint(
@@ -706,6 +728,8 @@ def http_app(
         requests_per_key=limits.requests_per_key,
         pages_path=WEB_PATH if pages is not None else None,
     )
+    # Bound to loopback, a request that names another host is refused before its key is read.
+    app.add_middleware(HostGuard, bound=host)
     # Added last, so outermost: it sees every request, a refused one too.
     app.add_middleware(AccessLogMiddleware, log=AccessLog(access_log or sys.stderr))
     return app

@@ -11,17 +11,32 @@ Files are stored in parts of ``PART_BYTES`` (SQLite's largest value is 1 GB),
 keyed by index, file name and part. A file already packed under its name is
 not written again: index files are immutable once committed, except those an
 index names as rewritten in place (``meta.json``, ``manifest.json``).
+
+A store file from elsewhere may name its packed files anything. Only a plain
+name (``PLAIN_NAME``) that the index itself writes (``DerivedIndex.file_names``)
+is written back, and only inside the folder given: a copy naming any other
+file is refused whole (``IndexDamaged``: the index is rebuilt from SQLite).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
+from researchstore.derived import IndexDamaged
+
 PART_BYTES = 8 << 20
+#: What any packed file may be named, whichever index it belongs to: one
+#: name inside the index's folder (no separator, not ``.`` or ``..``, no NUL,
+#: nothing hidden, short). Each index narrows it to the names it writes.
+PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+#: How a file written back is opened: created new, inside the folder's own
+#: descriptor, never through a link.
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def packed_names(conn: sqlite3.Connection, index_name: str) -> set[str]:
@@ -71,11 +86,34 @@ def pack(
     return written
 
 
-def unpack(conn: sqlite3.Connection, index_name: str, folder: Path, *, durable: bool = True) -> int:
-    """Write the packed files of ``index_name`` into ``folder`` (which exists); the bytes.
+def unpack(
+    conn: sqlite3.Connection,
+    index_name: str,
+    folder: Path,
+    *,
+    file_names: re.Pattern[str],
+    durable: bool = True,
+) -> int:
+    """Write the packed files of ``index_name`` into ``folder``, a new, empty folder; the bytes.
 
-    ``durable``: wait until each file is on disk.
+    Every name is checked before a byte is written: one that is not a plain
+    name matching ``file_names`` (what the index writes) raises
+    ``IndexDamaged``. ``durable``: wait until each file is on disk.
     """
+    inside = folder.resolve()
+    for name in packed_names(conn, index_name):
+        if not (
+            isinstance(name, str)
+            and PLAIN_NAME.fullmatch(name)
+            and file_names.fullmatch(name)
+            and (inside / name).resolve().parent == inside
+        ):
+            raise IndexDamaged(
+                f"the copy of the {index_name} index the store file keeps names a file "
+                f"{str(name)[:80]!r}, which no researchstore writes: the store file was "
+                "altered or damaged"
+            )
+    folder_fd = os.open(inside, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     written = 0
     handle: BinaryIO | None = None
     current = None
@@ -86,14 +124,18 @@ def unpack(conn: sqlite3.Connection, index_name: str, folder: Path, *, durable: 
         ):
             if handle is None or name != current:
                 if handle is not None:
-                    _close(handle, durable)
-                handle = open(folder / name, "wb")
+                    closing, handle = handle, None
+                    _close(closing, durable)
+                handle = os.fdopen(os.open(name, _CREATE, 0o644, dir_fd=folder_fd), "wb")
                 current = name
             handle.write(data)
             written += len(data)
     finally:
-        if handle is not None:
-            _close(handle, durable)
+        try:
+            if handle is not None:
+                _close(handle, durable)
+        finally:
+            os.close(folder_fd)
     return written
 
 
@@ -107,7 +149,9 @@ def forget(conn: sqlite3.Connection, index_name: str) -> None:
 
 
 def _close(handle: BinaryIO, durable: bool) -> None:
-    handle.flush()
-    if durable:
-        os.fsync(handle.fileno())
-    handle.close()
+    try:
+        handle.flush()
+        if durable:
+            os.fsync(handle.fileno())
+    finally:
+        handle.close()

@@ -27,6 +27,10 @@ PROFILES = ("core", "full")
 TRANSPORTS = ("stdio", "http")
 #: The largest integer JSON clients can carry exactly (2**53 - 1).
 MAX_SAFE_INTEGER = 9_007_199_254_740_991
+#: How deep a call's arguments may nest arrays and objects. No tool takes more
+#: than three levels (``{"tags": {"name": ["value"]}}``); deeper is refused
+#: before anything looks inside, so nothing that recurses ever meets it.
+MAX_NESTING = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +144,28 @@ def _without_lone_surrogates(value: str) -> str:
     except UnicodeEncodeError:
         return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     return value
+
+
+def check_nesting(arguments: Any, limit: int = MAX_NESTING) -> None:
+    """Raise ``InvalidInput`` if ``arguments`` nest arrays and objects deeper than
+    ``limit``; level by level, so a value a million deep costs ``limit`` steps."""
+    level = [arguments] if isinstance(arguments, dict | list) else []
+    for _ in range(limit):
+        level = [
+            child
+            for node in level
+            for child in (node.values() if isinstance(node, dict) else node)
+            if isinstance(child, dict | list)
+        ]
+        if not level:
+            return
+    raise InvalidInput(f"arguments must not nest arrays and objects deeper than {limit} levels")
+
+
+def _shown_name(name: Any) -> str:
+    """An argument's name as ``field`` may carry it: a lone surrogate, which UTF-8
+    cannot carry, as its escape (``\\ud800``)."""
+    return str(name).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _check_integer(param: Param, value: Any) -> int:
@@ -259,10 +285,15 @@ class Tool:
             arguments = {}
         if not isinstance(arguments, dict):
             raise InvalidInput("arguments must be a JSON object")
+        check_nesting(arguments)
         known = {param.name: param for param in self.params}
         for name in arguments:
             if name not in known:
-                raise InvalidInput(f"unknown argument {name!r}", field=str(name))
+                text, shown = str(name), _shown_name(name)
+                # repr escapes a lone surrogate, as it does a control character.
+                quoted = repr(text[:60]) + ("…" if len(text) > 60 else "")
+                why = "" if shown == text else " (a lone surrogate: not text)"
+                raise InvalidInput(f"unknown argument {quoted}{why}", field=shown)
         bound: dict[str, Any] = {}
         for param in self.params:
             if param.name in arguments and arguments[param.name] is not None:

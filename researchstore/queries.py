@@ -6,13 +6,14 @@ The caller (``Store``) runs each tool call inside one read transaction.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
 from researchstore.derived import CHUNK_DATE, SEARCHABLE
+from researchstore.filters import report_tags
+from researchstore.stored import string_list
 
 _CHUNK_COLUMNS = (
     "c.chunk_id, d.document_id, c.report_id, c.position, c.text, c.token_count, "
@@ -22,12 +23,13 @@ _CHUNK_FROM = "FROM chunks c JOIN documents d ON d.id = c.document_rowid"
 
 
 @lru_cache(maxsize=8192)
-def _decoded_path(stored: str) -> tuple[str, ...]:
-    return tuple(json.loads(stored))
+def _decoded_path(stored: object) -> tuple[str, ...]:
+    return tuple(string_list(stored) or ())
 
 
-def heading_path(stored: str | None) -> list[str]:
-    """A chunk's stored heading path as a list (chunks of a section share one)."""
+def heading_path(stored: object) -> list[str]:
+    """A chunk's stored heading path as a list (chunks of a section share one);
+    one that is not a JSON list of strings reads as none."""
     return list(_decoded_path(stored)) if stored else []
 
 
@@ -270,7 +272,7 @@ def _document(row: Sequence[Any]) -> dict[str, Any]:
         "date": date,
         "status": status,
         "reason": reason,
-        "skipped": json.loads(skipped) if skipped else [],
+        "skipped": string_list(skipped) or [],
         "total_chunks": chunk_count,
         "token_count": token_count,
         "created_at": created_at,
@@ -356,7 +358,7 @@ def get_report(conn: sqlite3.Connection, report_id: int) -> dict[str, Any] | Non
         "report_id": row["report_id"],
         "title": row["title"],
         "date": row["date"] or None,
-        "tags": json.loads(row["tags"]),
+        "tags": report_tags(row["tags"]),
         "key": row["key"],
         "is_directory": bool(row["is_dir"]),
         "source": row["source"],
@@ -404,7 +406,7 @@ def _search_rows(
             "title": title,
             "date": date or None,
             "text": text,
-            "tags": {} if tags == "{}" else json.loads(tags),
+            "tags": report_tags(tags),
             "position": position,
             "start_ms": start_ms,
             "end_ms": end_ms,
@@ -487,7 +489,7 @@ def _candidate_rows(
             "chunk_id": row[1],
             "report_id": row[2],
             "date": row[3] or None,
-            "tags": json.loads(row[4]) if with_tags else None,
+            "tags": report_tags(row[4]) if with_tags else None,
             "kind": row[5],
             "source": row[6],
             "_evidence": row[7] == "workspace",

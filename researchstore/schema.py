@@ -2,16 +2,26 @@
 
 Each migration runs once, in order, inside the caller's transaction; the
 number of the last one applied is kept in ``meta.schema_version``.
+
+A store file may come from anyone (copied into a sandbox, mailed, kept as a
+snapshot), and SQL kept in it runs in whoever opens it: a trigger on our
+writes, a view read in place of a table. So before anything else reads the
+file, ``verify_schema`` compares its ``sqlite_master`` with what the
+migrations make, object for object, SQL for SQL, and refuses any other.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 import sqlite3
 from collections.abc import Callable
+from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from researchstore.db import read_meta, write_meta
-from researchstore.errors import InvalidInput
+from researchstore.errors import InvalidInput, StoreDamaged
 from researchstore.ids import new_id
 
 if TYPE_CHECKING:
@@ -328,19 +338,20 @@ MIGRATIONS: list[Migration] = [
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def migrate(conn: sqlite3.Connection) -> bool:
-    """Bring the file up to ``SCHEMA_VERSION``; return True if anything ran.
+_META_COLUMNS = "(key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+#: ``meta`` as ``sqlite_master`` keeps it: the one table read before the rest
+#: of the schema is compared.
+META_TABLE = f"CREATE TABLE meta {_META_COLUMNS}"
 
-    The caller holds a ``BEGIN IMMEDIATE`` transaction.
+
+def migrate(conn: sqlite3.Connection, *, path: Path) -> bool:
+    """Bring the file at ``path`` up to ``SCHEMA_VERSION``; return True if anything ran.
+
+    The caller holds a ``BEGIN IMMEDIATE`` transaction. The file's schema is
+    verified first (``verify_schema``): nothing of a file that holds SQL of
+    its own is read beyond ``sqlite_master``, nor written.
     """
-    conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-    current = int(read_meta(conn, "schema_version") or 0)
-    if current > SCHEMA_VERSION:
-        raise InvalidInput(
-            f"store schema version {current} is newer than this researchstore "
-            f"({SCHEMA_VERSION}); upgrade researchstore",
-            field="store",
-        )
+    current = verify_schema(conn, path, migrating=True)
     if current == SCHEMA_VERSION:
         return False
     # Only a new or older store pays for importing sqlite-utils.
@@ -348,6 +359,7 @@ def migrate(conn: sqlite3.Connection) -> bool:
 
     db = sqlite_utils.Database(conn)
     if current == 0:
+        conn.execute(f"CREATE TABLE IF NOT EXISTS meta {_META_COLUMNS}")
         conn.execute(
             "INSERT OR IGNORE INTO meta (key, value) VALUES ('store_uuid', ?)",
             [new_id()],
@@ -356,3 +368,175 @@ def migrate(conn: sqlite3.Connection) -> bool:
         MIGRATIONS[version](db)
     write_meta(conn, "schema_version", str(SCHEMA_VERSION))
     return True
+
+
+# -- the schema a store file may hold ------------------------------------------
+
+#: ``sqlite_master`` as compared: each object's (type, name) -> (its table, its
+#: SQL as ``normalized_sql`` gives it; None for an index SQLite makes itself).
+Schema = dict[tuple[str, str], tuple[str, str | None]]
+
+#: ``schema_digest`` of what the migrations make for ``SCHEMA_VERSION``: a file
+#: that matches it needs no migration run to be compared. Only a cache of
+#: that answer (a file that does not match is compared object by object);
+#: a test keeps it current.
+SCHEMA_DIGEST = "e151e41891ad103b7fbc9526faea8a2b43c22da871b7734a3b2534f2360fda20"
+
+#: The most objects a refusal names; the rest are counted.
+NAMED = 8
+
+
+def verify_schema(conn: sqlite3.Connection, path: Path, *, migrating: bool) -> int:
+    """The file's schema version, once its schema is found to be researchstore's own.
+
+    One read of ``sqlite_master``, then of ``meta`` once that is our table;
+    every table, index, trigger and view is then compared with what the
+    migrations make for that version, and any other (an extra trigger or
+    view, a view in place of a table, a table defined otherwise) is refused
+    with ``StoreDamaged`` naming it. A store of an older version is compared
+    only when ``migrating`` (its migrations run next); otherwise it is left,
+    unread beyond ``meta``, for the caller to refuse.
+    """
+    found = read_schema(conn)
+    if not found:
+        return 0  # a new, empty file
+    meta = found.get(("table", "meta"))
+    if meta is None and not any(name == "meta" for _, name in found):
+        raise InvalidInput(
+            f"{path} is not a researchstore store: it holds "
+            + _named([f"{kind} {name}" for kind, name in sorted(found)])
+            + ", and no table meta",
+            field="store",
+        )
+    if meta != ("meta", normalized_sql(META_TABLE)):
+        raise foreign_schema(path, schema_differences(found, expected_schema(SCHEMA_VERSION)))
+    version = stored_version(conn, path)
+    if version > SCHEMA_VERSION:
+        raise InvalidInput(
+            f"store schema version {version} is newer than this researchstore "
+            f"({SCHEMA_VERSION}); upgrade researchstore",
+            field="store",
+        )
+    if version < SCHEMA_VERSION and not migrating:
+        return version
+    if version == SCHEMA_VERSION and schema_digest(found) == SCHEMA_DIGEST:
+        return version
+    differences = schema_differences(found, expected_schema(version))
+    if differences:
+        raise foreign_schema(path, differences)
+    return version
+
+
+def read_schema(conn: sqlite3.Connection) -> Schema:
+    """The file's ``sqlite_master``, normalized (``Schema``)."""
+    rows = conn.execute("SELECT type, name, tbl_name, sql FROM main.sqlite_master").fetchall()
+    return {
+        (str(kind), str(name)): (str(table), normalized_sql(sql)) for kind, name, table, sql in rows
+    }
+
+
+def stored_version(conn: sqlite3.Connection, path: Path) -> int:
+    """``meta.schema_version`` as a number (0: none); any other value is damage."""
+    stored = read_meta(conn, "schema_version")
+    if stored is None:
+        return 0
+    if not (stored.isascii() and stored.isdigit() and len(stored) <= 9):
+        shown = stored if len(stored) <= 40 else stored[:40] + "…"
+        raise StoreDamaged(
+            f"the store file {path} is damaged: its schema version (meta.schema_version) "
+            f"is {shown!r}, not a number researchstore writes; restore the file from a "
+            "backup, or ask whoever sent it for a copy researchstore made",
+            details={"path": str(path)},
+        )
+    return int(stored)
+
+
+#: A string or a double-quoted name (kept), or a name quoted as sqlite-utils 3
+#: quoted it, ``[name]``, or in backticks (given double quotes).
+_QUOTED = re.compile(r"""('(?:[^']|'')*'|"(?:[^"]|"")*")|\[([^\]]*)\]|`([^`]*)`""")
+
+
+def normalized_sql(sql: str | None) -> str | None:
+    """``sql`` as the schema comparison reads it: every run of white space one
+    space, every quoted name in double quotes.
+
+    sqlite-utils 3 quotes names ``[name]`` and 4 ``"name"``: neither changes
+    what SQLite makes of the text, and a store made with either is our own.
+    Two texts alike after this differ in no token (white space inside a
+    string aside), so in nothing that could run.
+    """
+    if sql is None:
+        return None
+    if "[" in sql or "`" in sql:
+        sql = _QUOTED.sub(_double_quoted, sql)
+    return " ".join(sql.split())
+
+
+def _double_quoted(match: re.Match[str]) -> str:
+    kept, bracketed, backticked = match.groups()
+    if kept is not None:
+        return kept
+    return '"' + (bracketed if bracketed is not None else backticked) + '"'
+
+
+def schema_digest(schema: Schema) -> str:
+    """SHA-256 of a ``Schema``, in a stable order."""
+    lines = (
+        f"{kind} {name} {table} {sql}" for (kind, name), (table, sql) in sorted(schema.items())
+    )
+    return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
+
+
+@cache
+def expected_schema(version: int) -> Schema:
+    """What the migrations make of a new file up to ``version``, made in memory."""
+    import sqlite_utils
+
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        conn.execute(META_TABLE)
+        db = sqlite_utils.Database(conn)
+        for migration in MIGRATIONS[:version]:
+            migration(db)
+        return read_schema(conn)
+    finally:
+        conn.close()
+
+
+def schema_differences(found: Schema, expected: Schema) -> list[str]:
+    """Each object of ``found`` not in ``expected`` (or unlike it), and each missing, in
+    words; the indexes SQLite makes for a table's keys come last (they follow their table)."""
+    expected_kinds = {name: kind for kind, name in expected}
+    found_names = {name for _, name in found}
+    differences = []
+    for (kind, name), (table, sql) in sorted(found.items()):
+        if (kind, name) not in expected:
+            other = expected_kinds.get(name)
+            on = f" on {table}" if kind == "trigger" else ""
+            instead = f" in place of researchstore's {other} {name}" if other else ""
+            differences.append(f"{kind} {name}{on}{instead}")
+        elif expected[kind, name] != (table, sql):
+            differences.append(f"{kind} {name} (not as researchstore makes it)")
+    differences.extend(
+        f"{kind} {name} missing"
+        for kind, name in sorted(expected)
+        if (kind, name) not in found and name not in found_names
+    )
+    return sorted(differences, key=lambda said: " sqlite_autoindex_" in said)
+
+
+def foreign_schema(path: Path, differences: list[str]) -> StoreDamaged:
+    """The refusal of a store file whose schema is not researchstore's own."""
+    return StoreDamaged(
+        f"the store file {path} holds a schema researchstore did not make "
+        f"({_named(differences)}). Nothing in it was run: a store file may come from "
+        "anyone, and researchstore opens only one that holds exactly its own tables, "
+        "indexes and triggers. Ask whoever made the file for a copy researchstore made, "
+        "or, if you added these yourself, remove them with the sqlite3 shell",
+        details={"path": str(path), "objects": differences},
+    )
+
+
+def _named(items: list[str]) -> str:
+    more = f" and {len(items) - NAMED} more" if len(items) > NAMED else ""
+    return ", ".join(items[:NAMED]) + more

@@ -64,6 +64,14 @@ class Speedups(Protocol):
         comment (``html_rules._markup_depth``)."""
         ...
 
+    def markup_attributes(
+        self, text: str, raw: tuple[str, ...], foreign: tuple[str, ...], /
+    ) -> int:
+        """The most attributes one tag in ``text`` holds, its tags, comments and
+        ``raw`` elements' text read as the HTML tokenizer reads them, raw text
+        inside a ``foreign`` element as markup (``html_rules._most_attributes``)."""
+        ...
+
     def lexbor_bind(self, path: str, /) -> bool:
         """Bind the tree functions of selectolax's Lexbor module, loaded from
         ``path``; whether they could be (``html._bind_lexbor``)."""

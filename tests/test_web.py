@@ -375,7 +375,7 @@ def test_pages_forbid_scripts_and_framing(client: TestClient) -> None:
 
 
 def test_a_page_for_another_host_name_is_refused(client: TestClient) -> None:
-    assert client.get("/", headers={"host": "rebound.example"}).status_code == 400
+    assert client.get("/", headers={"host": "rebound.example"}).status_code == 421
 
 
 # -- read-only stores ----------------------------------------------------------

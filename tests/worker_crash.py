@@ -13,8 +13,8 @@ from typing import Any
 from researchstore.ingest import workers
 
 
-def prepare_batch_or_die(root: Path, jobs: list[Any], chunk_tokens: int) -> list[Any]:
+def prepare_batch_or_die(root: Path, jobs: list[Any], *args: Any) -> list[Any]:
     """Kill this worker process when the batch holds a report named ``poison``."""
     if any("poison" in report.key for report, _, _ in jobs):
         os._exit(70)
-    return workers.prepare_batch(root, jobs, chunk_tokens)
+    return workers.prepare_batch(root, jobs, *args)

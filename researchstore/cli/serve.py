@@ -126,8 +126,10 @@ def serve(
     address is printed on stderr once the server listens, and each request is
     a line of the access log.
     """
+    from researchstore.embedding import bound_query_threads
     from researchstore.mcp_server import HttpLimits
 
+    bound_query_threads()  # a server embeds queries only, each on few threads
     limits = HttpLimits(
         max_sessions=max_sessions,
         sessions_per_key=sessions_per_key,
@@ -226,11 +228,12 @@ def _serve(
             f"{WEB_PATH}/ (the same API keys: a sign-in form sets a cookie)",
             err=True,
         )
-        pages = web_app(store, require_key=True, host=host)
+        bound = str(sock.getsockname()[0])  # what ``host`` named, however spelled
+        pages = web_app(store, require_key=True, host=bound)
         app = http_app(
             store,
             profile=profile,
-            host=host,
+            host=bound,
             limits=limits,
             access_log=log,
             pages=pages,

@@ -38,9 +38,12 @@ def web(store_path: str, host: str, port: int) -> None:
     writes to the store, so a read-only store works. The address is printed
     on stderr once the server listens.
     """
-    from researchstore.mcp_server import bind_socket, endpoint_url, is_loopback, serve_http
+    from researchstore.embedding import bound_query_threads
+    from researchstore.hosts import is_loopback
+    from researchstore.mcp_server import bind_socket, endpoint_url, serve_http
     from researchstore.web import web_app
 
+    bound_query_threads()  # the pages embed queries only, each on few threads
     try:
         with stopping_on_signals(), open_store(store_path) as store:
             try:
@@ -48,14 +51,16 @@ def web(store_path: str, host: str, port: int) -> None:
             except OSError as error:
                 raise click.ClickException(f"cannot listen on {host}:{port}: {error}") from None
             address = endpoint_url(sock).removesuffix("/mcp")
-            if not is_loopback(host):
+            bound = str(sock.getsockname()[0])  # what ``host`` named, however spelled
+            if not is_loopback(bound):
                 click.echo(
                     f"note: {host} is not loopback and the pages ask for no key; for keys, "
                     "use: researchstore serve --transport http (pages under /web/)",
                     err=True,
                 )
+            store.warm_query_model()  # the first search by meaning then waits for no model
             click.echo(f"researchstore: pages of {store_path} at {address}/", err=True)
-            serve_http(web_app(store, host=host), sock)
+            serve_http(web_app(store, host=bound), sock)
     except KeyboardInterrupt as stop:
         signum = stop.signum if isinstance(stop, Interrupted) else signal.SIGINT
         raise click.exceptions.Exit(128 + signum) from None

@@ -18,11 +18,12 @@ from contextlib import suppress
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from researchstore.dates import parse_stamp, stamp
+from researchstore.dates import stamp, stored_stamp
 from researchstore.errors import InvalidInput
 from researchstore.evidence.config import RetrievalConfig
 from researchstore.evidence.outcome import Outcome
 from researchstore.ids import new_id
+from researchstore.stored import json_object
 
 if TYPE_CHECKING:
     from researchstore.store import Store
@@ -38,6 +39,8 @@ __all__ = [
 
 #: A receipt still ``running`` this long after the fetch deadline is not running.
 _RUNNING_GRACE = timedelta(minutes=2)
+#: The highest process number there can be (``pid_t`` is 32 bits).
+_PID_MAX = 2**31 - 1
 _COLUMNS = (
     "id",
     "workspace_id",
@@ -127,14 +130,15 @@ def _open(
                 "mutation_id: already used in this workspace for a retrieval with other "
                 "arguments; use a new mutation_id for a new retrieval",
                 field="mutation_id",
-                details={"retrieval_id": row["id"], "arguments": json.loads(row["arguments"])},
+                details={"retrieval_id": row["id"], "arguments": json_object(row["arguments"])},
             )
         state = row["state"]
         if state == "running" and not _still_running(row, key, now, config):
             state = "unconfirmed"
             row["settled_at"] = stamp(now)
-        if state != "running" and now >= parse_stamp(row["valid_until"]):
-            state = "expired"
+        valid_until = stored_stamp(row["valid_until"])
+        if state != "running" and (valid_until is None or now >= valid_until):
+            state = "expired"  # a time no researchstore wrote: valid no longer
         if state != row["state"]:
             row["state"] = state
             conn.execute(
@@ -169,18 +173,20 @@ def _still_running(
     """Is the process that wrote this ``running`` receipt still working on it?"""
     if key in _active:
         return True
-    age = now - parse_stamp(row["created_at"])
-    if age > timedelta(seconds=config.fetch.timeout_s) + _RUNNING_GRACE:
+    created = stored_stamp(row["created_at"])
+    deadline = timedelta(seconds=config.fetch.timeout_s) + _RUNNING_GRACE
+    if created is None or now - created > deadline:
         return False  # past every deadline: whatever ran it, it is not finishing
-    try:
-        owner = json.loads(row["owner"] or "{}")
-    except ValueError:
+    owner = json_object(row["owner"])
+    if owner is None:
         return False
     if owner.get("host") != socket.gethostname():
         return True  # another machine: only its age can tell
     pid = owner.get("pid")
     if not isinstance(pid, int) or pid == os.getpid():
         return False  # this process, and not in _active: it died with a thread or an earlier run
+    if isinstance(pid, bool) or not 0 < pid <= _PID_MAX:
+        return False  # no process has that number
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -202,7 +208,7 @@ def settle(
     settled = dict(row)
     settled.update(
         state="cancelled" if outcome.status == "cancelled" else "completed",
-        settled_at=stamp(max(config.clock(), parse_stamp(row["created_at"]))),
+        settled_at=stamp(max(config.clock(), stored_stamp(row["created_at"]) or config.clock())),
         result=json.dumps(outcome.result(), ensure_ascii=False),
         evidence_id=evidence[0] if evidence else None,
         evidence_revision=evidence[1] if evidence else None,
@@ -243,6 +249,6 @@ def payload(row: dict[str, Any]) -> dict[str, Any]:
         "created_at": row["created_at"],
         "settled_at": row["settled_at"],
         "valid_until": row["valid_until"],
-        "result": json.loads(row["result"]) if row["result"] else None,
+        "result": json_object(row["result"]),
         "evidence": evidence,
     }

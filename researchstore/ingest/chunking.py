@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from researchstore.index import count_tokens
@@ -37,6 +37,14 @@ MAX_HEADING_CHARS = 300
 # A sentence ends at . ! ? (optionally followed by closing quotes/brackets)
 # and whitespace; the next one starts after that whitespace.
 _SENTENCE_END = re.compile(r"(?<=[.!?…])[\"'”’)\]]*\s+")
+#: Sentences are taken in runs of up to this many characters: a run whose
+#: sentences all fit in a chunk is one piece, split at its sentences only
+#: where a chunk ends inside it. A block of one-character sentences then
+#: costs a step per run, not per sentence (far below ``MIN_CHUNK_CHARS``).
+_RUN_CHARS = 128
+#: The last sentence end within ``_RUN_CHARS`` (the one ``_SENTENCE_END``
+#: finds there: its match at a place is the same, and none overlap).
+_SENTENCE_RUN = re.compile(rf"(?s:.{{0,{_RUN_CHARS}}})({_SENTENCE_END.pattern})")
 _WORD = re.compile(r"\S+")
 
 
@@ -49,6 +57,8 @@ class _Piece:
     is_heading: bool = False
     start_ms: int | None = None
     end_ms: int | None = None
+    #: A run of whole sentences, cut (``_halves``) where a chunk ends inside it.
+    is_run: bool = False
 
 
 def max_chunk_chars(target_tokens: int) -> int:
@@ -72,8 +82,15 @@ def chunk_blocks(
 ) -> tuple[str, list[ChunkDraft]]:
     """Return the document text and its chunks."""
     text = document_text_of_blocks(blocks)
+    pieces = _block_pieces(text, blocks, target_tokens, counter)
+    return text, _assemble(text, pieces, target_tokens, counter)
+
+
+def _block_pieces(
+    text: str, blocks: Sequence[Block], target_tokens: int, counter: Callable[[str], int]
+) -> Iterator[_Piece]:
+    """The pieces of ``blocks`` (joined in ``text``), one by one."""
     max_chars = max_chunk_chars(target_tokens)
-    pieces: list[_Piece] = []
     offset = 0
     for block in blocks:
         start, end = offset, offset + len(block.text)
@@ -83,14 +100,13 @@ def chunk_blocks(
         path = block.heading_path
         fits = end - start <= max_chars
         if block.kind == "heading" and fits:
-            pieces.append(_Piece(start, end, counter(block.text), path, is_heading=True))
+            yield _Piece(start, end, counter(block.text), path, is_heading=True)
             continue
         tokens = counter(block.text) if fits else 0
         if fits and tokens <= target_tokens:
-            pieces.append(_Piece(start, end, tokens, path))
+            yield _Piece(start, end, tokens, path)
         else:
-            pieces.extend(_split_long(text, start, end, path, target_tokens, counter))
-    return text, _assemble(text, pieces, target_tokens)
+            yield from _split_long(text, start, end, path, target_tokens, counter)
 
 
 def chunk_segments(
@@ -105,8 +121,15 @@ def chunk_segments(
     when it is longer than a chunk may be; its parts keep its times.
     """
     text = document_text_of_segments(segments)
+    pieces = _segment_pieces(text, segments, target_tokens, counter)
+    return text, _assemble(text, pieces, target_tokens, counter)
+
+
+def _segment_pieces(
+    text: str, segments: Sequence[Segment], target_tokens: int, counter: Callable[[str], int]
+) -> Iterator[_Piece]:
+    """The pieces of ``segments`` (joined in ``text``), one by one, with their times."""
     max_chars = max_chunk_chars(target_tokens)
-    pieces: list[_Piece] = []
     offset = 0
     for segment in segments:
         start, end = offset, offset + len(segment.text)
@@ -114,13 +137,12 @@ def chunk_segments(
         if not segment.text.strip():
             continue
         if end - start <= max_chars:
-            parts = [_Piece(start, end, counter(segment.text), ())]
+            parts: Iterable[_Piece] = (_Piece(start, end, counter(segment.text), ()),)
         else:
             parts = _split_long(text, start, end, (), target_tokens, counter)
         for part in parts:
             part.start_ms, part.end_ms = segment.start_ms, segment.end_ms
-        pieces.extend(parts)
-    return text, _assemble(text, pieces, target_tokens)
+            yield part
 
 
 def _split_long(
@@ -130,25 +152,54 @@ def _split_long(
     path: tuple[str, ...],
     target_tokens: int,
     counter: Callable[[str], int],
-) -> list[_Piece]:
-    """Split one oversized block at sentences, and oversized sentences at words."""
+) -> Iterator[_Piece]:
+    """Split one oversized block at sentences, and oversized sentences at words.
+
+    One piece at a time, as the sentences are found, runs of short sentences
+    as one piece (``_RUN_CHARS``): a block of a million one-character
+    sentences is never held, nor counted, as a million objects.
+    """
     max_chars = max_chunk_chars(target_tokens)
-    pieces: list[_Piece] = []
-    sentence_start = start
-    bounds = [(m.start(), m.end()) for m in _SENTENCE_END.finditer(text, start, end)]
-    bounds.append((end, end))
-    for stop, next_start in bounds:
-        if stop > sentence_start:
-            fits = stop - sentence_start <= max_chars
-            tokens = counter(text[sentence_start:stop]) if fits else 0
+    position = start
+    while position < end:
+        run = _SENTENCE_RUN.match(text, position, end)
+        if run is not None and (stop := run.start(1)) > position:
+            tokens = counter(text[position:stop])
+            if tokens <= target_tokens:
+                yield _Piece(position, stop, tokens, path, is_run=True)
+                position = run.end()
+                continue
+        found = _SENTENCE_END.search(text, position, end)
+        stop, next_start = found.span() if found is not None else (end, end)
+        if stop > position:
+            fits = stop - position <= max_chars
+            tokens = counter(text[position:stop]) if fits else 0
             if fits and tokens <= target_tokens:
-                pieces.append(_Piece(sentence_start, stop, tokens, path))
+                yield _Piece(position, stop, tokens, path)
             else:
-                pieces.extend(
-                    _split_words(text, sentence_start, stop, path, target_tokens, counter)
-                )
-        sentence_start = next_start
-    return pieces
+                yield from _split_words(text, position, stop, path, target_tokens, counter)
+        position = next_start
+
+
+def _halves(text: str, run: _Piece, counter: Callable[[str], int]) -> list[_Piece]:
+    """A run of sentences (``_Piece.is_run``) as two runs, cut at the sentence
+    end nearest its middle; none when it is one sentence."""
+    found = _SENTENCE_END.search(text, (run.start + run.end) // 2, run.end)
+    found = found or _SENTENCE_END.search(text, run.start, run.end)
+    if found is None:
+        return []
+    return [
+        _Piece(
+            start,
+            stop,
+            counter(text[start:stop]),
+            run.heading_path,
+            start_ms=run.start_ms,
+            end_ms=run.end_ms,
+            is_run=True,
+        )
+        for start, stop in ((run.start, found.start()), (found.end(), run.end))
+    ]
 
 
 def _split_words(
@@ -220,7 +271,16 @@ def _clip(heading: str) -> str:
     return heading[: MAX_HEADING_CHARS - 1] + "…"
 
 
-def _assemble(text: str, pieces: list[_Piece], target_tokens: int) -> list[ChunkDraft]:
+def _assemble(
+    text: str, pieces: Iterable[_Piece], target_tokens: int, counter: Callable[[str], int]
+) -> list[ChunkDraft]:
+    """Group ``pieces`` into chunks; only the chunk being filled is held.
+
+    A run of sentences that fits whole goes in whole: none of its sentences
+    would have ended the chunk. One that does not is cut in halves, and
+    each half placed the same way, down to single sentences: the chunks are
+    those of one piece per sentence.
+    """
     chunks: list[ChunkDraft] = []
     group: list[_Piece] = []
     group_tokens = 0
@@ -254,7 +314,8 @@ def _assemble(text: str, pieces: list[_Piece], target_tokens: int) -> list[Chunk
         group = []
         group_tokens = 0
 
-    for piece in pieces:
+    def add(piece: _Piece) -> None:
+        nonlocal group, group_tokens
         heading_break = piece.is_heading and group_tokens >= small and not group[-1].is_heading
         too_long = bool(group) and piece.end - group[0].start > max_chars
         if group and (group_tokens + piece.tokens > target_tokens or too_long or heading_break):
@@ -270,5 +331,24 @@ def _assemble(text: str, pieces: list[_Piece], target_tokens: int) -> list[Chunk
                 flush()  # the length bound wins over keeping a heading with its text
         group.append(piece)
         group_tokens += piece.tokens
+
+    for piece in pieces:
+        pending = [piece]
+        while pending:
+            part = pending.pop()
+            halves = (
+                _halves(text, part, counter)
+                if part.is_run
+                and group
+                and (
+                    group_tokens + part.tokens > target_tokens
+                    or part.end - group[0].start > max_chars
+                )
+                else []
+            )
+            if halves:
+                pending.extend(reversed(halves))
+            else:
+                add(part)
     flush()
     return chunks

@@ -38,6 +38,7 @@ from researchstore.ingest.html_rules import (
     EVIDENCE_RULES_FOR_C,
     boilerplate_evidence,
     choose_title,
+    collapse_spaces,
     is_hidden,
     iso_date,
     join_lines,
@@ -188,6 +189,7 @@ def parse_html(
     # What Lexbor reads: the page's own bytes where they are the text's UTF-8
     # (selectolax would encode the text again), else the text.
     markup: str | bytes = data if exact and kept is text else kept
+    del text, kept  # a copy of the page fewer while it is read
 
     tree = LexborHTMLParser(markup, scripting=True)
     elements = _Elements(tree)
@@ -249,7 +251,7 @@ def parse_html(
 
 
 def _collapse(text: str | None) -> str:
-    return " ".join((text or "").split())
+    return collapse_spaces(text or "")
 
 
 def _collapsed_length(parts: list[str]) -> int:
@@ -476,6 +478,8 @@ def _replace_with_markup(node: LexborNode, markup: str) -> bool:
     """Put the elements of ``markup`` in ``node``'s place; whether there were any."""
     if not markup.strip():
         return False
+    # A script's text was never bounded with the page's markup: bound it now.
+    markup = limit_markup(markup, max_nodes=MAX_NODES, notes=[])[0]
     holder = LexborHTMLParser(f"<div>{markup}</div>", scripting=True).css_first("body > div")
     if holder is None:
         return False

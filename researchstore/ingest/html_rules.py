@@ -1,8 +1,9 @@
 """Text-level rules for HTML pages, apart from the parser (no selectolax here).
 
 - :func:`limit_markup` bounds the work the HTML parser will do: markup far
-  past the node budget is cut, and nesting deeper than ``MAX_DEPTH`` is
-  flattened before Lexbor sees it;
+  past the node budget is cut, nesting deeper than ``MAX_DEPTH`` is
+  flattened, and attributes past ``MAX_ATTRIBUTES`` on a tag are dropped
+  before Lexbor sees it;
 - :func:`is_boilerplate` reads an element's id, class, role and aria-label
   for navigation, ads, share bars and cookie banners; :func:`is_hidden` its
   ``hidden``, ``aria-hidden`` and ``style`` for content nobody sees;
@@ -15,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import date
 from email.utils import parsedate_to_datetime
 from functools import lru_cache
@@ -27,9 +28,11 @@ from researchstore.speedups import SPEEDUPS
 __all__ = [
     "BREAK",
     "DATE_KEYS",
+    "MAX_ATTRIBUTES",
     "MAX_DEPTH",
     "boilerplate_evidence",
     "choose_title",
+    "collapse_spaces",
     "is_boilerplate",
     "is_hidden",
     "iso_date",
@@ -48,6 +51,11 @@ MAX_DEPTH = 512
 #: in a bounded time (5,000 nested elements: about 0.1 to 0.2 s), and most
 #: pages stop here without a scan of their tags.
 _DEPTH_CHECK_TAGS = 5000
+#: Attributes one tag keeps: Lexbor compares each new attribute's name with
+#: every earlier one's, so a tag costs the square of its attributes (40,000
+#: on one element: seconds per parse). Real elements carry tens at most;
+#: past this bound the rest of a tag's attributes are dropped before parsing.
+MAX_ATTRIBUTES = 256
 #: Tag-like things ("<x") read per node the walk may visit; markup beyond is cut.
 _TAGS_PER_NODE = 4
 _TAG_NAME = re.compile(r"<(/?[A-Za-z][^\s/>]*)")
@@ -80,6 +88,25 @@ _RAW_CLOSE = {name: re.compile(rf"</{_either_case(name)}(?=[\s/>])") for name in
 _FLAT_TAGS = frozenset(
     tag for name in _FLAT_NAMES for tag in (name, name.upper(), f"/{name}", f"/{name.upper()}")
 )
+
+
+# The HTML tokenizer's reading of a tag (its whitespace is "\t\n\f\r "):
+# what starts one, a comment or a bogus comment ("<!x", "<?", "</" and no
+# letter) at a "<"; one attribute: "/" and whitespace before it, a name
+# (which may start with "="), then "=" and a value, quoted or not, if any.
+_MARKUP = re.compile(r"<(?:(!--)|[!?]|/(?![A-Za-z])|(/?)([A-Za-z][^\t\n\f\r />]*+))")
+_ATTRIBUTE = re.compile(
+    r"[\t\n\f\r /]*+[^\t\n\f\r />][^\t\n\f\r /=>]*+"
+    r"(?:[\t\n\f\r ]*+=[\t\n\f\r ]*+(?:\"[^\"]*+\"?|'[^']*+'?|[^\t\n\f\r >]++)?+)?+"
+)
+_ATTRIBUTES = re.compile(f"(?:{_ATTRIBUTE.pattern})*+")
+_TAG_CLOSE = re.compile(r"[\t\n\f\r /]*+>")
+_COMMENT_CLOSE = re.compile(r"--!?>")
+#: Where the text of a raw-text element ends, as the tokenizer reads it.
+_RAW_END = {name: re.compile(rf"</{_either_case(name)}[\t\n\f\r />]") for name in _RAW_TEXT}
+#: Elements inside which the parser reads a raw-text element's tag as any
+#: other (SVG's and MathML's <style>, <title>, <script>): their text is markup.
+_FOREIGN = ("svg", "math")
 
 
 class _DepthSteps(dict[str, int]):
@@ -208,8 +235,39 @@ def join_lines(parts: list[str]) -> str:
         if not unicodedata.is_normalized("NFC", text):
             text = unicodedata.normalize("NFC", text)
     if BREAK not in text:  # the common case: one line
+        return collapse_spaces(text)
+    return "\n".join(filter(None, map(collapse_spaces, text.split(BREAK))))
+
+
+#: Text longer than this is collapsed a window at a time (``collapse_spaces``).
+_COLLAPSE_WINDOW = 1 << 16
+_WHITESPACE = re.compile(r"\s")  # what str.split splits at (Py_UNICODE_ISSPACE)
+#: Whitespace that collapsing changes: any but a space, or two in a row.
+_UNCOLLAPSED = re.compile(r"[^\S ]|  ")
+
+
+def collapse_spaces(text: str) -> str:
+    """``" ".join(text.split())``: each run of whitespace one space, none at the ends.
+
+    A long text is collapsed a window at a time, cut at whitespace: a list
+    of all its words would cost some 60 bytes a word (a page of ". " 30
+    times its size).
+    """
+    if len(text) <= _COLLAPSE_WINDOW:
         return " ".join(text.split())
-    return "\n".join(filter(None, (" ".join(line.split()) for line in text.split(BREAK))))
+    text = text.strip()
+    if _UNCOLLAPSED.search(text) is None:
+        return text  # no copy of a long text already collapsed
+    pieces = []
+    position = 0
+    while position < len(text):
+        found = _WHITESPACE.search(text, position + _COLLAPSE_WINDOW)
+        cut = len(text) if found is None else found.start()
+        piece = " ".join(text[position:cut].split())
+        if piece:
+            pieces.append(piece)
+        position = cut
+    return " ".join(pieces)
 
 
 # -- markup limits ----------------------------------------------------------
@@ -224,10 +282,15 @@ def limit_markup(
     its time grows with tags x nesting depth (100,000 nested divs: seconds).
     Markup past ``_TAGS_PER_NODE * max_nodes`` tags, which the walk could
     never reach, is cut off (the second value says so); tags nested deeper
-    than ``MAX_DEPTH`` are dropped, keeping their text, as browsers do.
+    than ``MAX_DEPTH`` are dropped, keeping their text, as browsers do; a
+    tag's attributes past the ``MAX_ATTRIBUTES``-th are dropped (Lexbor's
+    time grows with their square).
     ``tags``: the count of "<" in ``text``, where the caller has it cheaper
     (in the page's UTF-8 bytes). The text is returned itself when it is kept whole.
     """
+    bounded = _bound_attributes(text, notes)
+    if bounded is not text:
+        text, tags = bounded, None
     tag_count = text.count("<") if tags is None else tags
     limit = _TAGS_PER_NODE * max_nodes
     if tag_count <= MAX_DEPTH or tag_count <= min(limit, _DEPTH_CHECK_TAGS):
@@ -246,6 +309,137 @@ def limit_markup(
     if _markup_depth(text) <= MAX_DEPTH:
         return text, cut_short
     return _flatten(text, _mask_raw_text(text), notes), cut_short
+
+
+def _bound_attributes(text: str, notes: list[str]) -> str:
+    """``text`` with the attributes past the ``MAX_ATTRIBUTES``-th of each tag
+    dropped (the element and the rest of its tag kept); itself when no tag
+    holds more. The C scan (``_speedups.markup_attributes``) says whether
+    any does, in a pass over the text; the cut is Python's."""
+    if len(text) <= 2 * MAX_ATTRIBUTES or (
+        _speedups is not None
+        and _speedups.markup_attributes(text, _RAW_TEXT, _FOREIGN) <= MAX_ATTRIBUTES
+    ):
+        return text
+    spans = _excess_attributes(text, MAX_ATTRIBUTES)
+    if not spans:
+        return text
+    notes.append(f"dropped attributes past the first {MAX_ATTRIBUTES} on {len(spans)} tags")
+    # A space where they were: the last attribute kept never runs on into
+    # what follows ("a=1" and "/>" would read as "a" = "1/", and no "/>").
+    return _cut(text, spans, filler=" ")
+
+
+def _excess_attributes(text: str, most: int) -> list[tuple[int, int]]:
+    """Where the attributes past the ``most``-th of each tag stand, in order."""
+    spans = []
+    kept = _first_attributes(most)
+    for start, end in _attribute_runs(text, passing=most):
+        # n attributes take at least 2n - 1 characters (each but the last
+        # ends before whitespace, "/" or its value's closing quote).
+        if end - start > 2 * most and (found := kept.match(text, start)) is not None:
+            if found.end() < end:
+                spans.append((found.end(), end))
+    return spans
+
+
+@lru_cache(maxsize=4)
+def _first_attributes(most: int) -> re.Pattern[str]:
+    return re.compile(f"(?:{_ATTRIBUTE.pattern}){{{most}}}+")
+
+
+@lru_cache(maxsize=4)
+def _ordinary_markup(most: int) -> re.Pattern[str]:
+    """Text, comments, bogus comments, and tags of ``most`` attributes or
+    fewer not named as a raw-text or foreign element (in any case), one
+    after the other, as ``_attribute_runs`` reads them: what it may pass
+    over in one match when it looks for tags of more."""
+    special = "|".join((*_RAW_TEXT, *_FOREIGN))
+    return re.compile(
+        r"(?:[^<]++"
+        r"|<!--(?:>|->|(?s:.*?)--!?>|(?s:.*)\Z)"
+        r"|<(?:[!?]|/(?![A-Za-z]))[^>]*+(?:>|\Z)"
+        rf"|</?(?!(?i:{special})(?![^\t\n\f\r />]))[A-Za-z][^\t\n\f\r />]*+"
+        rf"(?:{_ATTRIBUTE.pattern}){{0,{most}}}+[\t\n\f\r /]*+(?:>|\Z)"
+        r"|<(?![A-Za-z!?/])"
+        r")*+"
+    )
+
+
+def _most_attributes(text: str) -> int:
+    """The most attributes one tag in ``text`` holds, read in Python
+    (``_speedups.markup_attributes`` answers the same)."""
+    return max(
+        (
+            sum(1 for _ in _ATTRIBUTE.finditer(text, start, end))
+            for start, end in _attribute_runs(text)
+        ),
+        default=0,
+    )
+
+
+def _attribute_runs(text: str, *, passing: int | None = None) -> Iterator[tuple[int, int]]:
+    """Where each tag's run of attributes stands in ``text``, in order; with
+    ``passing``, runs of that many attributes or fewer may be left out.
+
+    Tags, comments and bogus comments are read as the HTML tokenizer reads
+    them; so is the text of the raw-text elements (``_RAW_TEXT``: a
+    script's "<div" is no tag), except inside <svg> and <math>, where the
+    parser reads their tags as any other. Past a tag the page's end cuts,
+    nothing follows. (The parser's tree builder can read a raw-text
+    element's text as markup elsewhere too, as after <svg><p>: the time
+    bound on each file is what stops a page that plays on that.)
+    """
+    position = 0
+    foreign = dict.fromkeys(_FOREIGN, 0)  # how many of each are open
+    ordinary = None if passing is None else _ordinary_markup(passing)
+    while True:
+        # At once up to a tag that changes what follows, or holds more.
+        passed = None if ordinary is None else ordinary.match(text, position)
+        position = position if passed is None else passed.end()
+        found = _MARKUP.search(text, position)
+        if found is None:
+            return
+        if found.group(1) is not None:
+            position = _comment_end(text, found.end())
+            continue
+        name = found.group(3)
+        if name is None:  # a bogus comment, to the next ">"
+            position = text.find(">", found.end()) + 1
+            if position == 0:
+                return
+            continue
+        start = found.end()
+        attributes = _ATTRIBUTES.match(text, start)  # a run of none matches too
+        end = start if attributes is None else attributes.end()
+        yield start, end
+        close = _TAG_CLOSE.match(text, end)
+        if close is None:
+            return
+        position = close.end()
+        lowered = name.lower() if name.isascii() else ""
+        if found.group(2):  # an end tag
+            if foreign.get(lowered):
+                foreign[lowered] -= 1
+        elif lowered in foreign:
+            self_closing = position - 2 >= end and text[position - 2] == "/"
+            if not self_closing:
+                foreign[lowered] += 1
+        elif lowered in _RAW_NAMES and not any(foreign.values()):
+            raw_end = _RAW_END[lowered].search(text, position)
+            if raw_end is None:
+                return
+            position = raw_end.start()
+
+
+def _comment_end(text: str, start: int) -> int:
+    """Where scanning goes on after a comment whose "<!--" ends at ``start``."""
+    if text.startswith(">", start):
+        return start + 1  # "<!-->"
+    if text.startswith("->", start):
+        return start + 2  # "<!--->"
+    found = _COMMENT_CLOSE.search(text, start)
+    return len(text) if found is None else found.end()
 
 
 def _mask_raw_text(text: str) -> str:
@@ -328,7 +522,8 @@ def _flatten(text: str, masked: str, notes: list[str]) -> str:
     return _cut(text, cuts)
 
 
-def _cut(text: str, spans: list[tuple[int, int]]) -> str:
+def _cut(text: str, spans: list[tuple[int, int]], *, filler: str = "") -> str:
+    """``text`` without ``spans`` (in order), each ``filler`` instead."""
     pieces, position = [], 0
     for start, end in spans:
         if start >= len(text):
@@ -336,7 +531,7 @@ def _cut(text: str, spans: list[tuple[int, int]]) -> str:
         pieces.append(text[position:start])
         position = end
     pieces.append(text[position:])
-    return "".join(pieces)
+    return filler.join(pieces)
 
 
 # -- boilerplate ------------------------------------------------------------

@@ -80,6 +80,7 @@ def ingest_source(
             f"the source path is not valid UTF-8: {root}", field="source_dir"
         ) from None
     name = name or root.name
+    seconds = workers.parse_seconds()
     started = time.perf_counter()
     with store.writing(wait=wait), ExitStack() as run:
         store.sync_index(wait=True)
@@ -112,12 +113,12 @@ def ingest_source(
                     bar.advance()
                 else:
                     tasks.append((report, known, signature))
-            parallel = workers.PARALLEL_MIN_REPORTS <= len(tasks)
             prepared = workers.prepare_in_order(
                 root,
                 tasks,
                 chunk_tokens=store.chunk_tokens,
-                workers=workers.default_workers() if parallel else 1,
+                workers=_worker_count(root, tasks),
+                seconds=seconds,
             )
             # The workers stop with the run, however it ends.
             for (report, known, signature), outcome in run.enter_context(closing(prepared)):
@@ -144,6 +145,17 @@ def ingest_source(
         finish_version(store, version_rowid, summary)
         summary.finish(summary.status)
     return summary
+
+
+def _worker_count(root: Path, tasks: list[workers.Task]) -> int:
+    """How many worker processes prepare the run's reports (0: this process does).
+
+    Many reports go to a pool; a few, to one worker when a file among them
+    is large enough that only a worker's time bound can stop its parser.
+    """
+    if workers.PARALLEL_MIN_REPORTS <= len(tasks):
+        return workers.default_workers()
+    return 1 if workers.largest_file(root, tasks) >= workers.ISOLATE_BYTES else 0
 
 
 def _record_stop(

@@ -27,6 +27,10 @@ _QUOTE = re.compile(r"^\s*>\s?")
 # Two spaces or a tab inside a line: columns, which joining lines would break.
 _COLUMNS = re.compile(r"\S(?: {2,}|\t)\S|\|")
 _SPACES = re.compile(r"[ \t\f\v\u00a0]+")
+#: The runs of ``_SPACES`` that collapsing changes (a single space stays).
+_LOOSE_SPACES = re.compile(r"[ \t\f\v\u00a0]{2,}|[\t\f\v\u00a0]")
+#: Lines longer than this are collapsed a window at a time (``_collapse``).
+_COLLAPSE_WINDOW = 1 << 16
 _DATE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})")
 _FRONT_FIELD = re.compile(r"^([A-Za-z_][\w-]*)\s*:\s*(.*?)\s*$")
 
@@ -183,7 +187,23 @@ def _render(kind: str, lines: list[str]) -> str:
 
 
 def _collapse(line: str) -> str:
-    return _SPACES.sub(" ", line).strip()
+    """Runs of spaces as one space, none at the ends.
+
+    A long line is collapsed a window at a time, never cut inside a run of
+    spaces: ``re.sub`` holds each piece it keeps until it joins them (a line
+    of ". " would cost 16 bytes a character).
+    """
+    if len(line) <= _COLLAPSE_WINDOW:
+        return _LOOSE_SPACES.sub(" ", line).strip()
+    pieces = []
+    position = 0
+    while position < len(line):
+        cut = position + _COLLAPSE_WINDOW
+        spaces = _SPACES.match(line, cut)
+        cut = spaces.end() if spaces is not None else cut
+        pieces.append(_LOOSE_SPACES.sub(" ", line[position:cut]))
+        position = cut
+    return "".join(pieces).strip()
 
 
 def _keeps_lines(lines: list[str]) -> bool:

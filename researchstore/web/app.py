@@ -29,11 +29,12 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from researchstore.errors import ResearchStoreError
+from researchstore.hosts import HostGuard
 from researchstore.principal import LOCAL_USER, Principal, acting_as
 from researchstore.web import auth
 from researchstore.web.pages import (
@@ -61,7 +62,6 @@ SECURITY_HEADERS = {
     "referrer-policy": "no-referrer",
     "x-frame-options": "DENY",
 }
-LOOPBACK_NAMES = ["127.0.0.1", "localhost", "[::1]", "::1"]
 
 
 def web_app(store: Store, *, require_key: bool = False, host: str = "127.0.0.1") -> Starlette:
@@ -69,7 +69,8 @@ def web_app(store: Store, *, require_key: bool = False, host: str = "127.0.0.1")
 
     Bound to a loopback ``host``, only requests naming this machine by a
     loopback name are answered (a page of another site reaching the port
-    through a name it controls is refused).
+    through a name it controls is refused): ``hosts.HostGuard``, as under
+    ``serve``.
     """
     templates = Environment(
         loader=PackageLoader("researchstore.web", "templates"),
@@ -94,14 +95,9 @@ def web_app(store: Store, *, require_key: bool = False, host: str = "127.0.0.1")
         Route("/login", pages.login, methods=["GET", "POST"]),
         Route("/logout", pages.logout),
     ]
-    middleware = []
-    if host.strip("[]") in {name.strip("[]") for name in LOOPBACK_NAMES}:
-        middleware.append(
-            Middleware(TrustedHostMiddleware, allowed_hosts=[*LOOPBACK_NAMES, host.strip("[]")])
-        )
     app = Starlette(
         routes=routes,
-        middleware=middleware,
+        middleware=[Middleware(HostGuard, bound=host)],
         exception_handlers={HTTPException: pages.http_error},
     )
     return app
@@ -171,6 +167,9 @@ class Pages:
                         return self.answer(request, build(request, principal), as_json=as_json)
                     except PageError as error:
                         return self.error(request, error, as_json=as_json)
+                    except ResearchStoreError as error:  # a damaged store file, say
+                        failed = PageError.from_envelope(error.to_envelope())
+                        return self.error(request, failed, as_json=as_json)
                     except Exception as error:  # a page never answers with a traceback
                         log.exception("the page %s failed", request.url.path)
                         failed = PageError(
