@@ -3,23 +3,30 @@
 
     .venv/bin/python bench/quality_search.py [--chunk-tokens 256] [--workdir DIR]
         [--modes keyword,semantic,hybrid] [--queries dev|test]
+        [--model all-MiniLM-L6-v2|multilingual-e5-small|FOLDER] [--documents N]
 
 Every abstract of ``../shared/eval/ir/scifact/corpus.jsonl`` becomes a report
 in a temporary source folder (``<id>/report.json`` with its title and id,
 ``<id>/abstract.txt`` with its text), ingested by ``Store.ingest`` and, for
-the semantic modes, embedded by ``Store.embed`` with the default model (the
-semantic extra; about 6 minutes on 2 cores: keep the store with
-``--workdir`` and later runs reuse it). Each dev query is searched in each
-mode, 100 deep: through ``research_chunk_search`` (``store.call``) for the
-first 50 hits, the tool's deepest page, checked to agree with the search
-function that serves it, which is asked for 100 (Recall@100); a document
-scores as its best chunk. Printed per mode: nDCG@10, Recall@50, Recall@100
-and queries/s against ``qrels_dev.tsv``.
+the semantic modes, embedded by ``Store.embed`` with ``--model`` (default:
+the store's choice; all-MiniLM-L6-v2 takes about 6 minutes on 2 cores,
+multilingual-e5-small much longer: keep the store with ``--workdir`` and
+later runs reuse it; one workdir per model, as a store keeps one model).
+``--documents N`` keeps a subset of the corpus: every abstract judged
+relevant to a query, and a fixed sample of the others up to N in all (for a
+model too slow to embed all 5,183 here; compare models on the same N).
+Each dev query is searched in each mode, 100 deep: through
+``research_chunk_search`` (``store.call``) for the first 50 hits, the tool's
+deepest page, checked to agree with the search function that serves it,
+which is asked for 100 (Recall@100); a document scores as its best chunk.
+Printed per mode: nDCG@10, Recall@50, Recall@100 and queries/s against
+``qrels_dev.tsv``.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import sys
@@ -27,6 +34,7 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -40,11 +48,14 @@ SEARCH_LIMIT = 50
 RECALL_DEPTH = 100
 
 
-def write_source(corpus: Path, source: Path) -> int:
+def write_source(corpus: Path, source: Path, keep: set[str] | None = None) -> int:
+    """One report per abstract (those in ``keep``, where given)."""
     count = 0
     with corpus.open(encoding="utf-8") as lines:
         for line in lines:
             record = json.loads(line)
+            if keep is not None and record["_id"] not in keep:
+                continue
             report = source / record["_id"]
             report.mkdir(parents=True)
             meta = {"id": int(record["_id"]), "title": record["title"] or record["_id"]}
@@ -52,6 +63,16 @@ def write_source(corpus: Path, source: Path) -> int:
             (report / "abstract.txt").write_text(record["text"], encoding="utf-8")
             count += 1
     return count
+
+
+def subset(corpus: Path, judged: set[str], documents: int) -> set[str]:
+    """Every judged abstract, and others by a fixed hash of their ids: ``documents`` in all."""
+    ids = [json.loads(line)["_id"] for line in corpus.read_text(encoding="utf-8").splitlines()]
+    others = sorted(
+        (doc_id for doc_id in ids if doc_id not in judged),
+        key=lambda doc_id: hashlib.sha256(doc_id.encode()).hexdigest(),
+    )
+    return judged | set(others[: max(0, documents - len(judged))])
 
 
 def load_qrels(path: Path) -> dict[str, dict[str, int]]:
@@ -86,6 +107,12 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, help="keep the source and store here")
     parser.add_argument("--modes", default="keyword,semantic,hybrid")
     parser.add_argument("--queries", default="dev", help="dev (or a queries_*.jsonl name)")
+    parser.add_argument(
+        "--model", help="a model name or a sentence-transformers folder (default: the store's)"
+    )
+    parser.add_argument(
+        "--documents", type=int, help="a subset: the judged abstracts and others, N in all"
+    )
     args = parser.parse_args()
     modes = args.modes.split(",")
 
@@ -102,8 +129,19 @@ def main() -> None:
         work = args.workdir or Path(scratch)
         source, store_path = work / "scifact", work / "scifact.db"
         if not source.exists():
-            write_source(root / "corpus.jsonl", source)
-        options = {} if args.chunk_tokens is None else {"chunk_tokens": args.chunk_tokens}
+            keep = None
+            if args.documents is not None:
+                judged = {doc_id for relevant in qrels.values() for doc_id in relevant}
+                keep = subset(root / "corpus.jsonl", judged, args.documents)
+            write_source(root / "corpus.jsonl", source, keep)
+        options: dict[str, Any] = {}
+        if args.chunk_tokens is not None:
+            options["chunk_tokens"] = args.chunk_tokens
+        if args.model is not None and set(modes) - {"keyword"}:
+            from researchstore.embedding import load_embedder, parse_model
+
+            spec = parse_model(args.model)
+            options["embedder"] = load_embedder(spec.folder, name=spec.name)
         with Store(store_path, progress=False, **options) as store:
             started = time.perf_counter()
             summary = store.ingest(source, name="scifact", progress=False)

@@ -110,10 +110,12 @@ def run_search(
 
 
 def embed_query(embedder: Embedder, query: str) -> npt.NDArray[np.float32]:
-    """The query's unit vector."""
+    """The query's unit vector, in the model's query form (``embedding.embed_queries``)."""
     import numpy as np
 
-    vector = np.asarray(embedder.embed([query], batch_size=1)[0], dtype=np.float32)
+    from researchstore.embedding import embed_queries
+
+    vector = np.asarray(embed_queries(embedder, [query])[0], dtype=np.float32)
     norm = float(np.linalg.norm(vector))
     if not np.isfinite(norm) or norm == 0.0:
         return np.zeros(len(vector), dtype=np.float32)

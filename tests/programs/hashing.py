@@ -7,6 +7,7 @@ which run with this folder first on their path.
 from __future__ import annotations
 
 import re
+import time
 import zlib
 from typing import Any
 
@@ -18,14 +19,25 @@ class HashingEmbedder:
 
     Texts that share words are near; texts that share none are orthogonal.
     Meets ``researchstore.embedding.Embedder`` with numpy alone, so nothing
-    loads torch. ``calls`` counts the texts it was given, per call.
+    loads torch. ``calls`` counts the texts it was given, per call;
+    ``seconds_per_call`` makes each call take that long, as a real model's do;
+    a call given a text holding the word ``fails_on`` raises, as a model can.
     """
 
     folder = None
 
-    def __init__(self, *, dimension: int = 48, model_id: str = "hashing-words@1") -> None:
+    def __init__(
+        self,
+        *,
+        dimension: int = 48,
+        model_id: str = "hashing-words@1",
+        seconds_per_call: float = 0.0,
+        fails_on: str | None = None,
+    ) -> None:
         self.dimension = dimension
         self.model_id = model_id
+        self.seconds_per_call = seconds_per_call
+        self.fails_on = fails_on
         self.calls: list[int] = []
 
     def vector(self, text: str) -> Any:
@@ -40,5 +52,9 @@ class HashingEmbedder:
         import numpy as np
 
         self.calls.append(len(texts))
+        if self.seconds_per_call:
+            time.sleep(self.seconds_per_call)
+        if self.fails_on and any(self.fails_on in WORD.findall(text) for text in texts):
+            raise RuntimeError(f"the model cannot take {self.fails_on!r}")
         rows = [self.vector(text) for text in texts]
         return np.stack(rows) if rows else np.zeros((0, self.dimension), dtype=np.float32)
