@@ -1286,13 +1286,14 @@ def canary_row(db: Path) -> str | None:
             return 1 if steps[0] > 10_000 else 0
 
         conn.set_progress_handler(bounded, 1000)
+        conn.text_factory = lambda data: data.decode("utf-8", "replace")
         try:
             conn.execute("PRAGMA trusted_schema = OFF")
             found = conn.execute("SELECT type FROM sqlite_master WHERE name = 'meta'").fetchone()
             if not found or found[0] != "table":
                 return None
             row = conn.execute("SELECT value FROM meta WHERE key = ?", (CANARY_KEY,)).fetchone()
-        except sqlite3.Error:
+        except (sqlite3.Error, ValueError):
             return None
     return str(row[0]) if row else None
 
@@ -1338,7 +1339,10 @@ def main() -> None:
     verdicts: list[Verdict] = []
     for case in cases:
         for mode in modes:
-            verdict = run_case(case, mode, template, work, args.timeout)
+            try:
+                verdict = run_case(case, mode, template, work, args.timeout)
+            except Exception as error:  # the bench's own failure: said, and the run goes on
+                verdict = Verdict(case, mode, False, 0.0, [f"the bench failed: {error!r}"])
             verdicts.append(verdict)
             mark = "held" if verdict.held else "FAILED"
             print(

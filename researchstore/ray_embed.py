@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import re
 import signal
 import sys
 import threading
@@ -67,6 +68,10 @@ if TYPE_CHECKING:
 ROUND_BATCHES = 64
 #: What a read batch carries to the actors.
 CHUNK_COLUMNS = ("rowid", "chunk_id", "report_id", "text", "context")
+#: Colour codes Ray puts in its messages.
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+#: A traceback's last line: the exception raised, and its message.
+RAISED = re.compile(r"([A-Za-z_][\w.]*): (.*)")
 #: The native modules that must load in this order (``load_ray``).
 RAY_NATIVE, USEARCH_NATIVE = "ray._raylet", "usearch.compiled"
 
@@ -431,12 +436,15 @@ def cluster_errors(address: str) -> Iterator[None]:
         ) from None
     except ray.exceptions.RayError as error:
         cause = _cause(error)
-        if isinstance(cause, ResearchStoreError):  # raised in an actor (loading its model)
+        if isinstance(cause, ResearchStoreError):  # raised in an actor's call
             raise type(cause)(
                 f"on the Ray cluster: {cause.message}", field=cause.field, details=cause.details
             ) from None
+        raised, why = _raised_in_actor(cause)
+        if raised is not None:  # an actor could not start (its model did not load)
+            raise raised(f"on the Ray cluster: {why}", field="model") from None
         raise UpstreamUnavailable(
-            f"the Ray cluster at {address} failed the run: {_first_line(cause)}; what was "
+            f"the Ray cluster at {address} failed the run: {why}; what was "
             "written stays, and the next run goes on from there",
             field="ray",
         ) from error
@@ -460,6 +468,26 @@ def _cause(error: BaseException) -> BaseException:
     return error
 
 
+def _raised_in_actor(error: BaseException) -> tuple[type[ResearchStoreError] | None, str]:
+    """What an actor raised, as far as Ray's message tells it: ours, or None; and why.
+
+    An actor that died in ``__init__`` comes back as Ray's message alone,
+    the actor's traceback in it: its last line is ``module.Class: message``.
+    """
+    lines = [line.strip() for line in ANSI.sub("", str(error)).splitlines() if line.strip()]
+    raised = RAISED.match(lines[-1]) if len(lines) > 1 else None
+    if raised is None:
+        return None, _first_line(error)
+    name, message = raised.groups()
+    pending: list[type[ResearchStoreError]] = [ResearchStoreError]
+    while pending:
+        known = pending.pop()
+        if f"{known.__module__}.{known.__qualname__}" == name:
+            return known, message[:500]
+        pending.extend(known.__subclasses__())
+    return None, lines[-1][:500]
+
+
 def _first_line(error: BaseException) -> str:
-    text = str(error).strip() or type(error).__name__
+    text = ANSI.sub("", str(error)).strip() or type(error).__name__
     return text.splitlines()[0][:300]

@@ -34,7 +34,9 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 from researchstore import Store  # noqa: E402
 from researchstore import embed as embed_module  # noqa: E402
-from researchstore.ray_embed import RayEmbedding  # noqa: E402
+from researchstore.embedding import ModelSpec  # noqa: E402
+from researchstore.errors import InvalidInput  # noqa: E402
+from researchstore.ray_embed import LocalModel, RayEmbedding  # noqa: E402
 
 pytestmark = [
     pytest.mark.ray,
@@ -177,6 +179,15 @@ def test_a_chunk_the_model_cannot_embed_fails_alone_on_the_cluster(
         assert reason == "model error: RuntimeError: the model cannot take 'explode'"
         assert summary.failures == [{"chunk_id": summary.failures[0]["chunk_id"], "reason": reason}]
         assert_consistent(store)
+
+
+def test_a_model_the_actors_cannot_load_is_a_clear_error(tmp_path: Path, cluster: Cluster) -> None:
+    path = ingested(tmp_path / "r.db", tmp_path / "source", reports=1)
+    missing = LocalModel(ModelSpec(folder=tmp_path / "no-model"))
+    with Store(path, progress=False) as store:
+        with pytest.raises(InvalidInput, match="on the Ray cluster: .*no-model is not a sentence"):
+            store.embed(ray=RayEmbedding(cluster.address, load_model=missing))
+    assert not vectors(path)
 
 
 def test_sigterm_stops_a_run_cleanly_and_the_next_run_does_the_rest(
