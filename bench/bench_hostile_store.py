@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """A store file from elsewhere, crafted or fuzzed: what it can do to the machine that opens it.
 
-    .venv/bin/python bench/bench_hostile_store.py [--cases 40] [--seed 1] [--timeout 60]
-        [--only CLASS,...] [--modes writable,read-only] [--workdir DIR] [--keep]
+    .venv/bin/python bench/bench_hostile_store.py [--cases 30] [--seed 1] [--timeout 60]
+        [--only CLASS,...] [--match TEXT] [--modes writable,read-only] [--workdir DIR] [--keep]
 
 Builds one store of the fixtures (with the hashing model's vectors and an API
 key), then crafts copies of its ``.db`` the way a hostile sender could
@@ -501,6 +501,17 @@ def invalid_utf8_text(box: Sandbox) -> None:
     )
 
 
+def run_sql(*statements: str) -> Callable[[Sandbox], None]:
+    def craft(box: Sandbox) -> None:
+        sql(box.db, *statements)
+
+    return craft
+
+
+def emptied(box: Sandbox) -> None:
+    box.db.write_bytes(b"")
+
+
 def truncated(box: Sandbox) -> None:
     data = box.db.read_bytes()
     box.db.write_bytes(data[: len(data) // 2])
@@ -510,7 +521,9 @@ def not_sqlite(box: Sandbox) -> None:
     box.db.write_bytes(random.Random(3).randbytes(64 << 10))
 
 
-def two_snapshots(template: Template) -> tuple[Callable[[Sandbox], None], Callable[..., Any]]:
+def two_snapshots(
+    template: Template,
+) -> tuple[Callable[[Sandbox], list[Path]], Callable[[Sandbox, list[dict[str, Any]]], str | None]]:
     """Yesterday's copy and today's, under one name: each must answer its own content."""
 
     def more(box: Sandbox) -> list[Path]:
@@ -627,7 +640,7 @@ def crafted_cases(template: Template) -> list[Case]:
             f"INSERT OR REPLACE INTO meta VALUES ('{CANARY_KEY}', 'rewritten trigger ran'); END",
         ),
     }.items():
-        add("extra-schema", label, lambda box, statements=statements: sql(box.db, *statements))
+        add("extra-schema", label, run_sql(*statements))
     for key, value in [
         ("schema_version", "nine"),
         ("schema_version", "9.0"),
@@ -678,7 +691,7 @@ def crafted_cases(template: Template) -> list[Case]:
     add("snapshots", "yesterday's and today's", lambda box: None, more_stores=more, expect=expect)
     add("whole-file", "truncated to half", truncated)
     add("whole-file", "not SQLite", not_sqlite)
-    add("whole-file", "empty", lambda box: box.db.write_bytes(b""))
+    add("whole-file", "empty", emptied)
     add("pending", "200,000 changes pointing nowhere", pending_flood)
     return cases
 
@@ -887,7 +900,7 @@ def probe(spec: dict[str, Any]) -> None:
     read_only = bool(spec["read_only"])
     embedder = None
     if not spec["own_model"]:
-        from hashing import HashingEmbedder
+        from hashing import HashingEmbedder  # type: ignore[import-not-found]
 
         embedder = HashingEmbedder()
 
@@ -947,6 +960,12 @@ def _close(store: Any, say: Callable[..., None], failed: Callable[..., None]) ->
 def _envelope_outcome(envelope: Any) -> tuple[str, Any]:
     if not isinstance(envelope, dict):
         return "crash", f"not an envelope: {envelope!r:.200}"
+    from researchstore.stored import json_default
+
+    try:
+        json.dumps(envelope, default=json_default)  # as every transport sends it
+    except (TypeError, ValueError) as error:
+        return "crash", f"the envelope is not JSON: {error}"
     if "result" in envelope:
         return "ok", None
     error = envelope.get("error") or {}
@@ -1317,6 +1336,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per child")
     parser.add_argument("--only", default="", help="classes to run, comma-separated")
+    parser.add_argument("--match", default="", help="only cases whose name holds this text")
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--workdir", type=Path)
     parser.add_argument("--keep", action="store_true", help="keep the sandboxes")
@@ -1334,6 +1354,7 @@ def main() -> None:
     if args.only:
         wanted = set(args.only.split(","))
         cases = [case for case in cases if case.klass in wanted]
+    cases = [case for case in cases if args.match in case.name]
     modes = [mode for mode in args.modes.split(",") if mode]
     print(f"{len(cases)} cases x {len(modes)} modes, {args.timeout:.0f} s bound each, in {work}")
     verdicts: list[Verdict] = []

@@ -17,7 +17,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from researchstore.db import damaged_store, distrust_schema
+from researchstore.db import damaged_store, distrust_schema, undecodable_message
 from researchstore.derived import SEARCHABLE, IndexDamaged
 from researchstore.errors import StoreDamaged
 from researchstore.filters import stored_tags
@@ -74,6 +74,12 @@ def check_store(store: Store) -> dict[str, Any]:
     )
     index = store.sync.get(SearchIndex)
     rebuild = f"rebuild it with: researchstore rebuild-index {store.path}"
+    if store.read_only and index.path != store.sync.beside(SearchIndex):
+        # rebuild-index would be refused: the read-only store's indexes live in the cache.
+        rebuild = (
+            f"remove {index.path.parent} (the cache's copy of its indexes): the next open "
+            "builds them again from the store"
+        )
     damaged_files: list[str] = []
     unreadable = None
     # Under the writer lock: no other process merges or replaces files meanwhile.
@@ -150,6 +156,17 @@ def _check_vectors(
         except StoreDamaged as damage:  # its dimension is no number: said, and checked on
             model = None
             problems.append(damage.message)
+        # Vectors the index leaves out (``VectorIndex.read``): of another size, or no blob.
+        misshapen = set()
+        if model is not None:
+            misshapen = {
+                row[0]
+                for row in conn.execute(
+                    "SELECT chunk_rowid FROM vectors "
+                    "WHERE typeof(vector) != 'blob' OR length(vector) != ?",
+                    (model.dimension,),
+                )
+            }
     index = store.sync.get(VectorIndex)
     with store.holding_off_writers():
         try:
@@ -158,7 +175,7 @@ def _check_vectors(
             held = {int(key) for key in index.all_chunk_ids()}
         except IndexDamaged as error:
             files, held = [error.message], set()
-    missing, unknown = len(stored - held), len(held - stored)
+    missing, unknown = len(stored - held - misshapen), len(held - stored)
     report["vectors"] = {
         "model": model.model_id if model else None,
         "dimension": model.dimension if model else None,
@@ -167,8 +184,16 @@ def _check_vectors(
         "missing_from_index": missing,
         "unknown_to_store": unknown,
         "embed_failed": stats["embed_failed"],
+        "misshapen": len(misshapen),
         "index_files": files or "ok",
     }
+    if misshapen:
+        problems.append(
+            f"{len(misshapen)} vectors in the store file are not of its dimension "
+            f"({model.dimension if model else '?'} bytes), so they are left out of the vector "
+            "index: the file was altered or damaged; drop its vectors and embed again "
+            f"(researchstore embed {store.path} --drop, then researchstore embed)"
+        )
     if files:
         problems.append(
             f"the vector index {index.path} is damaged ({'; '.join(files[:SHOWN])}); {rebuild}"
@@ -217,6 +242,8 @@ def _integrity(conn: sqlite3.Connection) -> str:
         lines = [str(row[0]) for row in conn.execute("PRAGMA integrity_check").fetchall()]
     except sqlite3.DatabaseError as error:
         return str(error)
+    except UnicodeDecodeError as error:  # SQLite's message quotes the file's own bytes
+        return str(undecodable_message(error))
     if lines == ["ok"]:
         return "ok"
     more = f" (and {len(lines) - SHOWN} more)" if len(lines) > SHOWN else ""

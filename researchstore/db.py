@@ -125,6 +125,12 @@ def open_error(
     return InvalidInput(f"{path} is not a researchstore SQLite file ({error})", field="store")
 
 
+def undecodable_message(error: UnicodeDecodeError) -> sqlite3.DatabaseError:
+    """The error SQLite gave, whose message Python's sqlite3 could not decode: it quotes
+    the file's own bytes (a name in a damaged schema), here replaced where not UTF-8."""
+    return sqlite3.DatabaseError(bytes(error.object).decode("utf-8", "replace"))
+
+
 def storage_error(
     path: Path, error: BaseException, *, known_store: bool = True
 ) -> ResearchStoreError | None:

@@ -34,6 +34,7 @@ from researchstore.filters import report_tags, stored_tags
 from researchstore.listing import source_rowid
 from researchstore.progress import Progress, progress_bar, wanted
 from researchstore.queries import heading_path
+from researchstore.stored import json_default
 
 if TYPE_CHECKING:
     from researchstore.store import Store
@@ -198,7 +199,10 @@ def write_jsonl(
     for batch in chunk_batches(conn, source=source, batch_rows=batch_rows):
         out.write(
             b"".join(
-                orjson.dumps(row_record(row), option=orjson.OPT_APPEND_NEWLINE) for row in batch
+                orjson.dumps(
+                    row_record(row), default=json_default, option=orjson.OPT_APPEND_NEWLINE
+                )
+                for row in batch
             )
         )
         written += len(batch)

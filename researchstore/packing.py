@@ -122,6 +122,12 @@ def unpack(
             "SELECT name, data FROM index_files WHERE index_name = ? ORDER BY name, part",
             (index_name,),
         ):
+            if not isinstance(data, bytes):  # SQLite keeps any type in any column
+                raise IndexDamaged(
+                    f"the copy of the {index_name} index the store file keeps holds "
+                    f"{type(data).__name__} where the bytes of {str(name)[:80]!r} belong: "
+                    "the store file was altered or damaged"
+                )
             if handle is None or name != current:
                 if handle is not None:
                     closing, handle = handle, None

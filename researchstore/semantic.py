@@ -168,7 +168,13 @@ def _cosines(
     """The exact cosine with the query of each chunk's stored vector (those that have one)."""
     from researchstore.vectors import dequantize, vectors_by_rowid
 
-    blobs = vectors_by_rowid(conn, rowids)
+    # A vector of another size or type (a file altered elsewhere) is left out, as the
+    # vector index leaves it out.
+    blobs = {
+        rowid: blob
+        for rowid, blob in vectors_by_rowid(conn, rowids).items()
+        if isinstance(blob, bytes) and len(blob) == dimension
+    }
     if not blobs or not dimension:
         return {}
     held = list(blobs)

@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from researchstore import contracts
+from researchstore.stored import json_default
 
 #: Worker threads running tool calls, all clients together. Tool bodies are
 #: sync and never run on the event loop: each call takes a worker for as long
@@ -70,9 +71,11 @@ def dumps(value: Any) -> bytes:
     """``value`` as compact UTF-8 JSON (orjson, else the standard library's: an
     integer orjson cannot hold, past 64 bits, can come back in an error's details)."""
     try:
-        return orjson.dumps(value)
+        return orjson.dumps(value, default=json_default)
     except (orjson.JSONEncodeError, TypeError):
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+        return json.dumps(
+            value, ensure_ascii=False, separators=(",", ":"), default=json_default
+        ).encode()
 
 
 def tool_result_json(tool_name: str, envelope: dict[str, Any]) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from researchstore.db import (
     open_error,
     read_meta,
     storage_error,
+    undecodable_message,
     use_write_ahead_log,
 )
 from researchstore.derived import DerivedIndex
@@ -155,12 +156,14 @@ class Store:
                     self.store_uuid = read_meta(conn, "store_uuid") or ""
                 use_write_ahead_log(self._conn)
             self._file = file_identity(self.path)
-        except (sqlite3.DatabaseError, ResearchStoreError) as error:
+        except (sqlite3.DatabaseError, UnicodeDecodeError, ResearchStoreError) as error:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
             if isinstance(error, ResearchStoreError):
                 raise
+            if isinstance(error, UnicodeDecodeError):  # SQLite's message quotes the file
+                error = undecodable_message(error)
             if self.read_only and _holds_bytes(self.path.with_name(self.path.name + "-wal")):
                 raise self._unmerged_log(error) from None
             raise open_error(self.path, error, known_store=self._known_store) from None

@@ -17,6 +17,15 @@ from typing import Any
 SQLITE_INT_MAX = 2**63 - 1
 
 
+def json_default(value: object) -> str:
+    """For a JSON encoder's ``default``: bytes read where researchstore writes text or a
+    number (SQLite keeps any type in any column), as text, undecodable bytes replaced;
+    anything else is no JSON (``TypeError``, as the encoder raises it)."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).decode("utf-8", "replace")
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 def json_value(stored: object) -> Any:
     """``stored`` decoded as JSON; None where it is not JSON text (or is JSON's null)."""
     if not isinstance(stored, str | bytes):

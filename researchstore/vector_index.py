@@ -47,8 +47,9 @@ import numpy.typing as npt
 from usearch.index import Index
 
 from researchstore import built_here
+from researchstore.db import read_meta_number
 from researchstore.derived import IndexDamaged
-from researchstore.vectors import report_vectors
+from researchstore.vectors import DIMENSION_KEY, report_vectors
 
 MANIFEST = "manifest.json"
 #: Graph degree and search breadth: measured on SciFact's chunks (bench/bench_semantic.py).
@@ -113,7 +114,14 @@ class VectorIndex:
 
     @classmethod
     def read(cls, conn: sqlite3.Connection, report_id: int | None = None) -> Iterator[VectorRow]:
-        yield from report_vectors(conn, report_id)
+        """Each vector of the store's dimension; one of another size or type (a file
+        altered elsewhere) is left out, its chunk found by its words only (``check``
+        counts it). With no dimension that is a number, none: searching by meaning
+        says why (``vectors.store_model``)."""
+        size = read_meta_number(conn, DIMENSION_KEY)
+        for row in report_vectors(conn, report_id):
+            if isinstance(row[2], bytes) and len(row[2]) == size:
+                yield row
 
     @classmethod
     def expected_count(cls, conn: sqlite3.Connection) -> int:

@@ -270,3 +270,63 @@ def test_tantivy_files_altered_with_their_checksums_are_rebuilt_when_met_damaged
     # The rebuilt index is kept (beside the store, or in the cache): the next open reads it.
     again = _search_in_child(copy, read_only=read_only)
     _assert_answers(again, expected)
+
+
+# -- values of another type where the store keeps bytes ---------------------------
+
+
+@pytest.mark.parametrize("read_only", [False, True], ids=["writable", "read-only"])
+def test_a_packed_file_held_as_text_is_refused_and_the_index_rebuilt(
+    tmp_path: Path, built: tuple[Path, dict[str, list[str]]], read_only: bool
+) -> None:
+    """SQLite keeps any type in any column: text where a file's bytes belong."""
+    db, expected = built
+    with closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute(
+            "UPDATE index_files SET data = 'not bytes' WHERE index_name = 'index' "
+            "AND name LIKE '%.term'"
+        )
+    copy = _copy_alone(db, tmp_path / "sandbox")
+    answer = _search_in_child(copy, read_only=read_only)
+    _assert_answers(answer, expected)
+    assert any("holds str where the bytes of" in repair for repair in answer["repairs"]), answer
+
+
+def test_a_vector_of_another_size_is_left_out_and_check_says_so(
+    tmp_path: Path, built: tuple[Path, dict[str, list[str]]]
+) -> None:
+    db, expected = built
+    with closing(sqlite3.connect(db)) as conn, conn:
+        (rowid,) = conn.execute("SELECT min(chunk_rowid) FROM vectors").fetchone()
+        conn.execute("UPDATE vectors SET vector = zeroblob(7) WHERE chunk_rowid = ?", (rowid,))
+        conn.execute("UPDATE vectors SET vector = 'text' WHERE chunk_rowid = ?", (rowid + 1,))
+    copy = _copy_alone(db, tmp_path / "sandbox")
+    answer = _search_in_child(copy, read_only=False)
+    for mode, hits in answer["answers"]:
+        assert isinstance(hits, list), (mode, answer)  # answers, if not quite the same
+    with Store(copy, progress=False, embedder=HashingEmbedder()) as store:
+        report = store.check()
+    assert report["vectors"]["misshapen"] == 2 and not report["consistent"]
+    assert any(
+        "2 vectors in the store file are not of its dimension" in problem
+        for problem in report["problems"]
+    ), report["problems"]
+
+
+def test_check_of_a_read_only_store_says_to_remove_its_damaged_cache_not_to_rebuild(
+    tmp_path: Path, built: tuple[Path, dict[str, list[str]]]
+) -> None:
+    """``rebuild-index`` refuses a read-only store: the repair is to drop the cache's copy."""
+    db, _ = built
+    copy = _copy_alone(db, tmp_path / "sandbox")
+    with Store(copy, progress=False, read_only=True) as store:
+        folder = store.index_path
+    assert folder != copy.with_name(copy.name + ".index")  # in the cache
+    [segment] = list(folder.glob("*.term"))[:1]
+    data = bytearray(segment.read_bytes())
+    data[len(data) // 4] ^= 0xFF  # its checksum now fails
+    segment.write_bytes(bytes(data))
+    with Store(copy, progress=False, read_only=True) as store:
+        report = store.check()
+    [problem] = [problem for problem in report["problems"] if "word index" in problem]
+    assert f"remove {folder.parent}" in problem and "rebuild-index" not in problem, problem

@@ -338,3 +338,77 @@ def test_tags_that_are_not_a_json_object_read_as_none_and_check_names_them(
                 assert client.get(page).status_code == 200, page
     with Store(db, progress=False, read_only=True) as store:
         assert any(hit["report_id"] == BEES for hit in store.search(QUERY, limit=20))
+
+
+def test_text_that_is_not_utf8_is_damage_said_plainly_on_every_surface(
+    template: tuple[Path, str], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """SQLite keeps any bytes as text; Python cannot read them as ``str``. Each surface
+    says the store is damaged (no traceback, no bare ``OperationalError``)."""
+    db = copied(template, tmp_path)
+    tamper(db, f"UPDATE reports SET title = CAST(x'ff' AS TEXT) WHERE report_id = {BEES}")
+    done = run_cli("reports", str(db), "--json")
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done
+    assert f"the store file {db} is damaged (Could not decode to UTF-8" in done.stderr
+    with Store(db, progress=False) as store:
+        envelope = store.call("research_get_report", {"report_id": BEES})
+        assert "is damaged (Could not decode to UTF-8" in envelope["error"]["message"]
+        with TestClient(web_app(store), base_url="http://127.0.0.1") as client:
+            page = client.get(f"/report/{BEES}", headers={"accept": "application/json"})
+            assert "is damaged (Could not decode to UTF-8" in page.json()["error"]["message"]
+    assert not [record for record in caplog.records if record.exc_info], caplog.text
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_schema_whose_sql_is_not_utf8_is_damage_not_a_decode_error(
+    template: tuple[Path, str], tmp_path: Path, mode: str
+) -> None:
+    """SQLite's message then quotes bytes Python's sqlite3 cannot decode."""
+    db = copied(template, tmp_path)
+    with closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("PRAGMA writable_schema = ON")
+        conn.execute(
+            "UPDATE sqlite_master SET sql = CAST(x'435245415445c9' AS TEXT) "
+            "WHERE name = 'idx_documents_report_id'"
+        )
+    with pytest.raises(StoreDamaged, match="malformed database schema"):
+        Store(db, progress=False, read_only=mode == "read-only")
+    done = run_cli("check", str(db))
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done
+    assert "malformed database schema" in json.loads(done.stdout)["integrity"]
+
+
+@pytest.mark.parametrize("start_ms", ['{"season": 5}', -1, 2.5, b"\x00"], ids=repr)
+def test_a_caption_time_of_another_type_is_shown_as_none_on_the_pages(
+    template: tuple[Path, str], tmp_path: Path, start_ms: object
+) -> None:
+    db = copied(template, tmp_path)
+    with closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("UPDATE chunks SET start_ms = ?, end_ms = ?", (start_ms, start_ms))
+        (chunk_id,) = conn.execute("SELECT chunk_id FROM chunks LIMIT 1").fetchone()
+    with Store(db, progress=False) as store:
+        with TestClient(web_app(store), base_url="http://127.0.0.1") as client:
+            for page in (f"/search?q={QUERY}", f"/chunk/{chunk_id}"):
+                assert client.get(page).status_code == 200, page
+
+
+def test_bytes_where_text_belongs_are_answered_as_text_on_every_json_surface(
+    template: tuple[Path, str], tmp_path: Path
+) -> None:
+    """SQLite keeps a blob in any column: every JSON answer carries it as text."""
+    from researchstore.serving import dumps
+
+    db = copied(template, tmp_path)
+    tamper(
+        db, f"UPDATE reports SET title = x'00ff41', updated_at = x'0102' WHERE report_id = {BEES}"
+    )
+    with Store(db, progress=False) as store:
+        envelope = store.call("research_chunk_search", {"query": QUERY, "mode": "keyword"})
+        sent = json.loads(dumps(envelope))["result"]["hits"]
+        assert {hit["title"] for hit in sent if hit["report_id"] == BEES} == {"\x00\ufffdA"}
+        with TestClient(web_app(store), base_url="http://127.0.0.1") as client:
+            for page in (f"/search.json?q={QUERY}", "/reports.json", f"/report/{BEES}"):
+                assert client.get(page).status_code == 200, page
+    for command in (["reports", str(db), "--json"], ["export", str(db)]):
+        done = run_cli(*command)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, (command, done.stderr)

@@ -23,6 +23,7 @@ import click
 
 from researchstore.dates import utc_now
 from researchstore.errors import EXIT_CODES, Interrupted, InvalidInput, ResearchStoreError
+from researchstore.stored import json_default
 
 if TYPE_CHECKING:
     from researchstore.embed import EmbedSummary
@@ -88,7 +89,7 @@ def open_store(path: str, *, must_exist: bool = True, **options: Any) -> Store:
 
 
 def echo_json(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=json_default))
 
 
 def echo_envelope(envelope: dict[str, Any]) -> None:

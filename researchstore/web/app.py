@@ -19,6 +19,7 @@ with autoescape on: page text is untrusted, and is only ever escaped.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from importlib.resources import files
@@ -30,12 +31,13 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from researchstore.errors import ResearchStoreError
 from researchstore.hosts import HostGuard
 from researchstore.principal import LOCAL_USER, Principal, acting_as
+from researchstore.stored import json_default
 from researchstore.web import auth
 from researchstore.web.pages import (
     OverviewCache,
@@ -287,7 +289,16 @@ def base(request: Request) -> str:
 
 
 def json_response(body: dict[str, Any], status: int) -> Response:
-    return JSONResponse(body, status_code=status, headers={"x-content-type-options": "nosniff"})
+    # As JSONResponse renders, bytes a store file holds where text belongs included.
+    content = json.dumps(
+        body, ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=json_default
+    )
+    return Response(
+        content,
+        status_code=status,
+        media_type="application/json",
+        headers={"x-content-type-options": "nosniff"},
+    )
 
 
 STYLESHEET = files("researchstore.web").joinpath("static/style.css").read_bytes()
@@ -302,8 +313,9 @@ async def stylesheet(request: Request) -> Response:
 
 
 def clock(ms: int | None) -> str:
-    """Milliseconds as a caption time: ``m:ss`` or ``h:mm:ss``."""
-    if ms is None:
+    """Milliseconds as a caption time: ``m:ss`` or ``h:mm:ss``; none for anything else
+    (a store file from elsewhere may hold any value there)."""
+    if not isinstance(ms, int) or isinstance(ms, bool) or ms < 0:
         return ""
     seconds = ms // 1000
     hours, rest = divmod(seconds, 3600)
