@@ -17,7 +17,7 @@ from typing import Any
 
 from researchstore.errors import InvalidInput
 from researchstore.filters import report_tags
-from researchstore.overview import run_record
+from researchstore.overview import REMOVED_KIND, run_record, source_rows
 from researchstore.vectors import count_to_embed, store_model, vector_stats
 
 #: Document statuses from best to worst: a report's status is its worst document's.
@@ -26,21 +26,19 @@ STATUS_ORDER = ("ok", "partial", "empty", "invalid")
 UNKNOWN_LANGUAGE = "unknown"
 #: The key of pending index work meant for every index (``index_pending.target`` NULL).
 EVERY_INDEX = "all"
-#: Sources of this kind are gone (``remove-source``) and kept only for their runs' history.
-REMOVED = "removed"
 
 
 def source_rowid(conn: sqlite3.Connection, name: str) -> int:
     """The rowid of the source called ``name``; ``InvalidInput`` naming the others if none."""
     row = conn.execute(
-        "SELECT id FROM sources WHERE name = ? AND kind != ?", (name, REMOVED)
+        "SELECT id FROM sources WHERE name = ? AND kind != ?", (name, REMOVED_KIND)
     ).fetchone()
     if row is not None:
         return int(row[0])
     names = [
         found
         for (found,) in conn.execute(
-            "SELECT name FROM sources WHERE kind != ? ORDER BY name", (REMOVED,)
+            "SELECT name FROM sources WHERE kind != ? ORDER BY name", (REMOVED_KIND,)
         )
     ]
     known = f"the store has {', '.join(names)}" if names else "the store has none"
@@ -49,17 +47,7 @@ def source_rowid(conn: sqlite3.Connection, name: str) -> int:
 
 def list_sources(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     """Every source: its root and whether it is there now, its counts and its last run."""
-    rows = conn.execute(
-        "SELECT s.name, s.kind, s.root, s.created_at, "
-        "(SELECT count(*) FROM reports r WHERE r.source_id = s.id) AS reports, "
-        "(SELECT count(*) FROM documents d JOIN reports r ON r.report_id = d.report_id "
-        " WHERE r.source_id = s.id) AS documents, "
-        "(SELECT sum(d.chunk_count) FROM documents d JOIN reports r "
-        " ON r.report_id = d.report_id WHERE r.source_id = s.id) AS chunks, "
-        "(SELECT max(v.id) FROM source_versions v WHERE v.source_id = s.id) AS last_version "
-        "FROM sources s WHERE s.kind != ? ORDER BY s.name",
-        (REMOVED,),
-    ).fetchall()
+    rows = source_rows(conn)
     return [
         {
             "name": row["name"],
@@ -180,7 +168,7 @@ def count_contents(conn: sqlite3.Connection) -> dict[str, Any]:
         "SELECT (SELECT count(*) FROM sources WHERE kind != ?), (SELECT count(*) FROM reports), "
         "(SELECT count(*) FROM documents), "
         "(SELECT coalesce(sum(token_count), 0) FROM documents)",
-        (REMOVED,),
+        (REMOVED_KIND,),
     ).fetchone()
     return {
         "sources": totals[0],
@@ -210,7 +198,7 @@ def count_contents(conn: sqlite3.Connection) -> dict[str, Any]:
             for row in conn.execute(
                 "SELECT s.name, (SELECT max(v.id) FROM source_versions v WHERE v.source_id = s.id) "
                 "AS last_version FROM sources s WHERE s.kind != ? ORDER BY s.name",
-                (REMOVED,),
+                (REMOVED_KIND,),
             )
         },
     }

@@ -12,12 +12,14 @@ counts, so that a caller can keep the overview until the marker moves.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from researchstore.filters import report_tags
 from researchstore.stored import json_object
 
+#: The kind a removed source is kept as (``writer.remove_source``).
+REMOVED_KIND = "removed"
 #: Documents of each status other than ``ok`` listed by name (the count is of all).
 LISTED_PER_STATUS = 50
 #: Runs listed on the overview, newest first.
@@ -52,6 +54,25 @@ def visible_sources(workspaces: Collection[str] | None) -> tuple[str, list[str]]
     return f"(s.kind != 'workspace' OR s.name IN ({marks}))", names
 
 
+def source_rows(
+    conn: sqlite3.Connection, where: str = "1", params: Sequence[Any] = ()
+) -> list[sqlite3.Row]:
+    """Each source ``s`` matching ``where`` with its report, document and chunk counts
+    and its last run's rowid (``last_version``), by name. A removed source stays only
+    for its runs' history (``writer.remove_source``) and is never listed."""
+    return conn.execute(
+        "SELECT s.name, s.kind, s.root, s.created_at, "
+        "(SELECT count(*) FROM reports r WHERE r.source_id = s.id) AS reports, "
+        "(SELECT count(*) FROM documents d JOIN reports r ON r.report_id = d.report_id "
+        " WHERE r.source_id = s.id) AS documents, "
+        "(SELECT sum(d.chunk_count) FROM documents d JOIN reports r "
+        " ON r.report_id = d.report_id WHERE r.source_id = s.id) AS chunks, "
+        "(SELECT max(v.id) FROM source_versions v WHERE v.source_id = s.id) AS last_version "
+        f"FROM sources s WHERE {where} AND s.kind != '{REMOVED_KIND}' ORDER BY s.name",
+        tuple(params),
+    ).fetchall()
+
+
 def store_overview(
     conn: sqlite3.Connection, *, workspaces: Collection[str] | None = None
 ) -> dict[str, Any]:
@@ -71,18 +92,7 @@ def store_overview(
             "chunks": row["chunks"] or 0,
             "last_run": run_record(conn, row["last_version"]) if row["last_version"] else None,
         }
-        for row in conn.execute(
-            "SELECT s.name, s.kind, s.root, s.created_at, "
-            "(SELECT count(*) FROM reports r WHERE r.source_id = s.id) AS reports, "
-            "(SELECT count(*) FROM documents d JOIN reports r ON r.report_id = d.report_id "
-            " WHERE r.source_id = s.id) AS documents, "
-            "(SELECT sum(d.chunk_count) FROM documents d JOIN reports r "
-            " ON r.report_id = d.report_id WHERE r.source_id = s.id) AS chunks, "
-            "(SELECT max(v.id) FROM source_versions v WHERE v.source_id = s.id) AS last_version "
-            # A removed source stays only for its runs' history (``remove_source``).
-            f"FROM sources s WHERE {where} AND s.kind != 'removed' ORDER BY s.name",
-            params,
-        )
+        for row in source_rows(conn, where, params)
     ]
     totals = conn.execute(
         "SELECT (SELECT count(*) FROM chunks WHERE status != 'ok') AS chunks_not_ok"

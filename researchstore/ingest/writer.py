@@ -33,6 +33,7 @@ from researchstore.ingest.prepare import (
 )
 from researchstore.ingest.summary import IngestSummary
 from researchstore.language import document_language
+from researchstore.overview import REMOVED_KIND
 
 if TYPE_CHECKING:
     from researchstore.store import Store
@@ -528,11 +529,6 @@ def remove_reports(store: Store, report_ids: list[int], *, version_rowid: int) -
             conn.execute("DELETE FROM reports WHERE report_id = ?", (report_id,))
             queue_pending(conn, report_id, now)
     store.sync.remove(report_ids)
-
-
-#: The kind a removed source is kept as: its runs and its chunks' forwarding
-#: record name it, so the row stays, under a name that frees the old one.
-REMOVED_KIND = "removed"
 
 
 class RemovedSource(NamedTuple):
