@@ -2,8 +2,8 @@
 
 Usage: ``query_threads.py STORE QUERY``. Starts as ``researchstore search``,
 ``serve`` and ``web`` do (``bound_query_threads``). Prints one JSON line: the store's
-model, the threads this process gained with the search (Linux:
-``/proc/self/task``), torch's intra-op threads where torch was loaded, and
+model, the threads this process gained with the search and holds after it
+(Linux: ``/proc/self/task``), torch's intra-op threads where torch was loaded, and
 ``OMP_NUM_THREADS`` as the environment holds it after the model loaded.
 """
 
@@ -39,6 +39,7 @@ def main(argv: list[str]) -> None:
                 "model": model,
                 "hits": len(hits),
                 "threads_added": after - before,
+                "threads": after,
                 "torch_threads": torch_threads,
                 "omp_env": os.environ.get("OMP_NUM_THREADS"),
             }
