@@ -4,7 +4,8 @@
     .venv/bin/python bench/bench_ray.py [--abstracts 400] [--read-batch 64] [--workdir DIR]
 
 Needs the semantic and ray extras
-(``pip install -c .ci/constraints.txt -e '.[semantic,ray]'``). In one run,
+(``pip install -e '.[semantic,ray]' --extra-index-url
+https://download.pytorch.org/whl/cpu``). In one run,
 with the real all-MiniLM-L6-v2 on this machine's cores:
 
 1. ``--abstracts`` SciFact abstracts (``../shared/eval/ir/scifact``, read at

@@ -4,7 +4,8 @@
     .venv/bin/python bench/bench_semantic.py [--chunks 100000] [--embed-chunks 256]
         [--queries 200] [--device cpu|cuda] [--workdir DIR]
 
-Needs the semantic extra (``pip install -c .ci/constraints.txt -e '.[semantic]'``).
+Needs the semantic extra
+(``pip install -e '.[semantic]' --extra-index-url https://download.pytorch.org/whl/cpu``).
 In one run:
 
 1. **Embedding throughput**: ``--embed-chunks`` SciFact abstracts (from

