@@ -56,6 +56,9 @@ _SPACE = re.compile(r"\s+")
 #: Repeat the fast extractors until this many seconds have passed (stable rates).
 _MIN_SECONDS = 2.0
 SETS = ("readability_pages", "trafilatura_eval")
+#: researchstore must read at least this many times trafilatura's pages per
+#: second, in the same run (the extraction's speed floor).
+SPEED_FLOOR = 5.0
 Extract = Callable[[bytes], str]
 
 
@@ -294,9 +297,11 @@ def measure(
             for mine, theirs in zip(rates["researchstore"], rates["trafilatura"], strict=True)
         )
         shown = ", ".join(f"{each:.1f}x" for each in ratios)
+        ratio = statistics.median(ratios)
         print(
-            f"researchstore is {statistics.median(ratios):.1f}x trafilatura's pages per second "
-            f"(median of {rounds} rounds: {shown})"
+            f"researchstore is {ratio:.1f}x trafilatura's pages per second "
+            f"(median of {rounds} rounds: {shown}); "
+            f"floor {SPEED_FLOOR:.0f}x: {'PASS' if ratio >= SPEED_FLOOR else 'FAIL'}"
         )
         peer = results["trafilatura"]
         lost = [

@@ -4,13 +4,18 @@
 hand; where there is none the build goes on without it, ``SPEEDUPS`` is
 None, and every caller takes the same steps in Python (or Tantivy): the
 answers are the same, only slower. Tests hold the two paths alike.
+
+Each function is kept for a gain a user sees (snippets' time per search,
+ingest's time per chunk and per page); ``RESEARCHSTORE_NO_SPEEDUPS=1`` leaves the built
+extension unused, in this process and the workers it starts, so that a
+bench can measure that gain (``bench/bench_core.py`` run with and without it).
 """
 
 from __future__ import annotations
 
 import importlib
-from types import NotImplementedType
-from typing import Any, Protocol, cast
+import os
+from typing import Protocol, cast
 
 __all__ = ["SPEEDUPS", "Speedups"]
 
@@ -48,20 +53,7 @@ class Speedups(Protocol):
 
     def count_tokens(self, text: str, stopwords: frozenset[str], /) -> int | None:
         """How many tokens the index's English analyzer, less its stemmer,
-        yields for an ASCII ``text``; None for any other (``index.count_tokens``)."""
-        ...
-
-    def name_evidence(
-        self, names: str, rules: tuple[object, ...], /
-    ) -> str | None | NotImplementedType:
-        """``html_rules._read_names`` for an ASCII ``names`` under ``rules``
-        (``html_rules._NAME_RULES``); NotImplemented for any other."""
-        ...
-
-    def markup_depth(self, text: str, flat: tuple[str, ...], raw: tuple[str, ...], /) -> int:
-        """The most tags open at once in ``text``, those named in ``flat`` (in
-        lower or upper case) not counted, nor any inside a ``raw`` element or a
-        comment (``html_rules._markup_depth``)."""
+        yields for an ASCII ``text``; None for any other (``analysis.count_tokens``)."""
         ...
 
     def markup_attributes(
@@ -72,127 +64,12 @@ class Speedups(Protocol):
         inside a ``foreign`` element as markup (``html_rules._most_attributes``)."""
         ...
 
-    def lexbor_bind(self, path: str, /) -> bool:
-        """Bind the tree functions of selectolax's Lexbor module, loaded from
-        ``path``; whether they could be (``html._bind_lexbor``)."""
-        ...
-
-    def evidence_at(
-        self,
-        addresses: list[int],
-        rules: tuple[object, ...],
-        roles: tuple[str, ...],
-        itemprops: tuple[str, ...],
-        /,
-    ) -> list[str | None | NotImplementedType]:
-        """``html_rules.boilerplate_evidence`` of the elements at ``addresses``
-        (``LexborNode.mem_id``, of a tree alive for the call), read in C;
-        NotImplemented where Python must read one (``html._marked_elements``)."""
-        ...
-
-    def lexbor_tree(self, path: str, node_type: type, text_address: int, text: bytes, /) -> bool:
-        """Bind the rest of Lexbor's tree functions and selectolax's own
-        ``LexborNode.new``, finding where the text node at ``text_address``
-        keeps its text (``text``, UTF-8, at least 64 bytes); whether they
-        could be (``html._bind_tree``)."""
-        ...
-
-    def lexbor_node(self, parser: object, address: int, /) -> Any:
-        """The selectolax ``LexborNode`` at ``address`` of ``parser``'s tree (only
-        ``html`` imports selectolax, hence Any): an address
-        this module gave for that tree, which has not changed since."""
-        ...
-
-    def paragraphs_at(
-        self,
-        root: int,
-        max_nodes: int,
-        inline: frozenset[str],
-        paragraph_like: frozenset[str],
-        headings: dict[str, int],
-        max_ancestors: int,
-        /,
-    ) -> tuple[dict[int, tuple[list[str], list[str]]], dict[int, int]]:
-        """``html._read_paragraphs`` of the element at ``root``, read in C."""
-        ...
-
-    def paragraph_scores(
-        self,
-        paragraphs: dict[int, tuple[list[str], list[str]]],
-        commas: str,
-        min_length: int,
-        max_ancestors: int,
-        chars_ancestors: int,
-        chars_budget: int,
-        /,
-    ) -> tuple[dict[int, float], dict[int, int], dict[int, int], dict[int, int]]:
-        """``html._score_paragraphs``, read in C."""
-        ...
-
-    def walk_blocks(
-        self,
-        walker: object,
-        parser: object,
-        root: int,
-        stop_after: int,
-        rules: tuple[object, ...],
-        /,
-    ) -> None:
-        """``html._Walker.walk`` of the element at ``root`` (``stop_after``: an
-        element's address, or 0), into ``walker``'s blocks; its ``_block_at``
-        reads lists, definitions, code and tables (``rules``: html._WALK_RULES)."""
-        ...
-
-    def list_text(self, walker: object, root: int, rules: tuple[object, ...], /) -> str:
-        """``html._Walker._list`` of the element at ``root``, spending ``walker``'s
-        node budget (``rules``: html._WALK_RULES)."""
-        ...
-
-    def elements_at(self, parser: object, root: int, wanted: frozenset[str], /) -> list[Any]:
-        """The elements at and under ``root`` whose tag is one of ``wanted``, in
-        document order, as (tag, selectolax ``LexborNode``) (``html._Elements``)."""
-        ...
-
-    def ancestor_in(self, address: int, addresses: set[int], steps: int, /) -> bool:
-        """Whether one of the first ``steps`` ancestors of the node at ``address``
-        is at one of ``addresses`` (``html._ancestor_in``)."""
-        ...
-
-    def text_length(self, address: int, /) -> int:
-        """``len(node.text())`` of the node at ``address``, without making the text
-        (``html._text_length``)."""
-        ...
-
-    def link_chars_at(self, address: int, /) -> tuple[int, int]:
-        """The element's text length, and the lengths of the texts of its links
-        (``a[href]``, itself included) summed (``html._LinkDensity``)."""
-        ...
-
-    def collapsed_link_chars(self, address: int, /) -> int:
-        """The lengths of the texts of the element's links (``a[href]``, itself
-        included), whitespace collapsed, summed (``html._link_chars``)."""
-        ...
-
-    def marked_at(
-        self,
-        parser: object,
-        root: int,
-        never: frozenset[str],
-        most: int,
-        rules: tuple[object, ...],
-        roles: tuple[str, ...],
-        itemprops: tuple[str, ...],
-        /,
-    ) -> list[tuple[Any, str | NotImplementedType]]:
-        """``html._marked_elements`` in one walk from ``root``: each element with
-        evidence among the first ``most`` the attribute selector finds, as
-        (selectolax ``LexborNode``, evidence); NotImplemented where Python
-        must read it."""
-        ...
-
 
 def _load() -> Speedups | None:
-    """The built extension, held to ``Speedups`` (the one statement of its types)."""
+    """The built extension, held to ``Speedups`` (the one statement of its types);
+    None where it is not built, or ``RESEARCHSTORE_NO_SPEEDUPS`` says not to use it."""
+    if os.environ.get("RESEARCHSTORE_NO_SPEEDUPS", "") not in ("", "0"):
+        return None
     try:
         return cast(Speedups, importlib.import_module("researchstore._speedups"))
     except ImportError:

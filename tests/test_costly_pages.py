@@ -23,7 +23,7 @@ from selectolax.lexbor import LexborHTMLParser
 
 import researchstore.ingest.html as html_mod
 from researchstore import InvalidInput, Store
-from researchstore.ingest import chunking, html_rules, text, workers
+from researchstore.ingest import chunking, html_cleaning, html_rules, text, workers
 from researchstore.ingest.chunking import chunk_blocks
 from researchstore.ingest.html import parse_html
 from researchstore.ingest.html_rules import MAX_ATTRIBUTES, limit_markup
@@ -50,7 +50,9 @@ def lexbor_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         seen.append(html_rules._most_attributes(page))
         return LexborHTMLParser(markup, **options)
 
+    # Every module that hands Lexbor markup: the page's, and a template's.
     monkeypatch.setattr(html_mod, "LexborHTMLParser", reading)
+    monkeypatch.setattr(html_cleaning, "LexborHTMLParser", reading)
     return seen
 
 

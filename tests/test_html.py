@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import codecs
-from itertools import accumulate
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import researchstore.ingest.html as html_mod
-from researchstore.ingest import html_rules
+from researchstore.ingest import html_cleaning, html_container, html_rules, html_walk
 from researchstore.ingest.html import parse_html
 from researchstore.ingest.html_rules import choose_title, is_boilerplate, is_hidden
 from researchstore.ingest.model import Block
@@ -558,34 +557,7 @@ def test_semantic_container_is_skipped_when_it_holds_little_text() -> None:
     assert "Real paragraph 5, long enough to carry the page." in texts
 
 
-# -- the C reading of class names ---------------------------------------------------
-
-#: Pieces of class names: every rule's words and parts, in any case, and what
-#: surrounds them in real names (separators, digits, camel case, other words).
-_NAME_PIECES = sorted(
-    {
-        *html_rules._BOILERPLATE_WORDS, *html_rules._BOILERPLATE_PARTS,
-        *html_rules._COMMENT_WORDS, *html_rules._OVERLAY_WORDS, *html_rules._OVERLAY_PARTS,
-        *html_rules._REGION_WORDS, *html_rules._REGION_PARTS, *html_rules._CAMEL_WORDS,
-        "entry", "content", "x", "box", "Box", "Main", "NAV", "Ad", "shadow", "menuitem",
-        "-", "_", " ", "3", "--", "é", "İ",
-    }
-)  # fmt: skip
-
-
-@pytest.mark.skipif(html_rules._speedups is None, reason="the C speedup is not built")
-@settings(max_examples=500, deadline=None)
-@given(
-    st.lists(
-        st.sampled_from(_NAME_PIECES)
-        | st.sampled_from(_NAME_PIECES).map(str.upper)
-        | st.sampled_from(_NAME_PIECES).map(str.capitalize)
-        | st.text("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_ ", max_size=4),
-        max_size=8,
-    ).map("".join)
-)
-def test_the_c_speedup_reads_class_names_as_python_does(names: str) -> None:
-    assert html_rules._name_evidence(names) == html_rules._read_names.__wrapped__(names)
+# -- class names ------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -604,28 +576,8 @@ def test_the_c_speedup_reads_class_names_as_python_does(names: str) -> None:
         ("sídebar", None),
     ],
 )
-def test_class_names_are_read_alike_with_and_without_c(names: str, evidence: str | None) -> None:
-    assert html_rules._name_evidence(names) == evidence
-    assert html_rules._read_names.__wrapped__(names) == evidence
-
-
-_MARKUP_PIECES = [
-    "<div", "</div>", "<DIV>", "<Div>", "<br>", "<BR/>", "<Br>", "</p>", "<P", "<li>", "</LI>",
-    "<colgroup", "</COLGROUP>", "<optgroup>", "<x-widget a=1>", "< x", "<1", "</", "<", ">",
-    "<a\u00a0b>", "<a\u3000", "<é>", "<span/>", "<h1>", "</h1>", " ", "x", "/", "\n",
-    "<script>", "</script>", "<SCRIPT ", "</Script\u00a0", "<style", "</STYLE>", "<!--", "-->",
-    "<!-", "--", "<ſcript>", "<textarea/", "</textarea>", "<title>", "</TITLE>", "<noscript>",
-    "</noscript", "<scripts>", "</scripts>", "<textarea/</textarea>",
-]  # fmt: skip
-
-
-@pytest.mark.skipif(html_rules._speedups is None, reason="the C speedup is not built")
-@settings(max_examples=500, deadline=None)
-@given(st.lists(st.sampled_from(_MARKUP_PIECES), max_size=60).map("".join))
-def test_the_c_speedup_bounds_nesting_as_python_does(text: str) -> None:
-    masked = html_rules._mask_raw_text(text)
-    steps = map(html_rules._DEPTH_STEPS.__getitem__, html_rules._TAG_NAME.findall(masked))
-    assert html_rules._markup_depth(text) == max(accumulate(steps, initial=0))
+def test_class_names_say_how_they_mark_an_element(names: str, evidence: str | None) -> None:
+    assert html_rules._read_names(names) == evidence
 
 
 def _many_tags(body: str) -> bytes:
@@ -684,87 +636,8 @@ def test_markup_nested_past_the_limit_outside_scripts_is_still_flattened() -> No
     assert kept.count("<div>") == 3000 + html_rules.MAX_DEPTH and "dyp tekst" in kept
 
 
-#: Attribute values an element may mark itself with: every role and item
-#: property the rules name (in any case), others, empty ones, and some past ASCII.
-_ROLE_VALUES = sorted(
-    {*html_rules._BOILERPLATE_ROLES, "main", "article", "presentation", "", "Navigation",
-     "BANNER", "naví", "search "}
-)  # fmt: skip
-_ITEMPROPS = ["author", "creator", "Author", "articleBody", "author name", "name\tcreator",
-              "\u00a0author", "autor", "", "creator\u2003"]  # fmt: skip
-_ATTRIBUTE_VALUES = {
-    "role": st.sampled_from(_ROLE_VALUES),
-    "aria-label": st.sampled_from(["Share", "main content", "", "Menü"]),
-    "aria-modal": st.sampled_from(["true", "TRUE", "false", "", "trüe"]),
-    "itemprop": st.sampled_from(_ITEMPROPS),
-    "itemtype": st.sampled_from(["https://schema.org/Comment", "https://schema.org/Article", ""]),
-    "class": st.lists(st.sampled_from(_NAME_PIECES), max_size=5).map("".join),
-    "id": st.lists(st.sampled_from(_NAME_PIECES), max_size=3).map("".join),
-    "data-x": st.just("1"),
-}
-
-
-def _attribute_markup(name: str, value: str | None) -> str:
-    if value is None:
-        return f" {name}"
-    escaped = value.replace("&", "&amp;").replace('"', "&quot;")
-    return f' {name}="{escaped}"'
-
-
-@pytest.mark.skipif(html_mod._LEXBOR is None, reason="the C speedup cannot read selectolax's tree")
-@settings(max_examples=300, deadline=None)
-@given(
-    st.lists(
-        st.tuples(
-            st.sampled_from(["div", "section", "nav", "aside", "ul", "footer", "svg", "span", "g"]),
-            st.dictionaries(
-                st.sampled_from(sorted(_ATTRIBUTE_VALUES)),
-                st.none() | st.just(""),
-                max_size=4,
-            ).flatmap(
-                lambda chosen: st.fixed_dictionaries(
-                    {
-                        name: (
-                            st.none()
-                            if value is None and name != "class"
-                            else _ATTRIBUTE_VALUES[name]
-                        )
-                        for name, value in chosen.items()
-                    }
-                )
-            ),
-        ),
-        min_size=1,
-        max_size=12,
-    )
-)
-def test_the_c_speedup_reads_an_element_s_attributes_as_python_does(
-    elements: list[tuple[str, dict[str, str | None]]],
-) -> None:
-    """``_marked_elements`` in C and in Python: the same elements, the same evidence."""
-    from selectolax.lexbor import LexborHTMLParser
-
-    markup = "".join(
-        f"<{tag}{''.join(_attribute_markup(n, v) for n, v in attributes.items())}>x"
-        for tag, attributes in elements
-    )
-    tree = LexborHTMLParser(f"<html><body>{markup}</body></html>", scripting=True)
-    in_c = html_mod._marked_elements(tree)  # one walk in C where it can walk the tree
-    lexbor, walker = html_mod._LEXBOR, html_mod._TREE
-    try:
-        html_mod._TREE = None
-        by_css = html_mod._marked_elements(tree)  # the CSS query, attributes read in C
-        html_mod._LEXBOR = None
-        in_python = html_mod._marked_elements(tree)
-    finally:
-        html_mod._LEXBOR, html_mod._TREE = lexbor, walker
-    wanted = [(node.mem_id, evidence) for node, evidence in in_python]
-    assert [(node.mem_id, evidence) for node, evidence in by_css] == wanted
-    assert [(node.mem_id, evidence) for node, evidence in in_c] == wanted
-
-
-def test_the_c_speedup_reads_the_marks_pages_carry() -> None:
-    """The cases the property meets by chance, pinned: each kind of evidence."""
+def test_elements_are_marked_by_the_attributes_pages_carry() -> None:
+    """Each kind of evidence an element's attributes give (``boilerplate_evidence``)."""
     from selectolax.lexbor import LexborHTMLParser
 
     markup = (
@@ -775,14 +648,37 @@ def test_the_c_speedup_reads_the_marks_pages_carry() -> None:
         '<span class="share">k</span><div class="sídebar">l</div>'
     )
     tree = LexborHTMLParser(f"<html><body>{markup}</body></html>", scripting=True)
-    found = [(node.text(), evidence) for node, evidence in html_mod._marked_elements(tree)]
+    found = [(node.text(), evidence) for node, evidence in html_cleaning._marked_elements(tree)]
     assert found == [
         ("a", "role"), ("c", "role"), ("d", "role"), ("e", "role"), ("f", "comments"),
         ("g", "overlay"), ("h", "region"), ("i", "name"),
     ]  # fmt: skip
 
 
-# -- paragraphs read in C (``_read_paragraphs``, ``_score_paragraphs``) ------------
+@pytest.mark.parametrize(
+    ("most", "marked"),
+    [(0, []), (2, []), (3, ["c"]), (5, ["c", "d", ""]), (50, ["c", "d", "", "e"])],
+)
+def test_the_cap_on_marked_elements_counts_every_candidate(
+    most: int, marked: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cap counts the elements the attribute selector finds, marked or
+    not, in the head too (the <meta>), never an element of the tags it
+    leaves out (the <span>, the <svg>'s <g>)."""
+    from selectolax.lexbor import LexborHTMLParser
+
+    markup = (
+        '<html><head><meta itemprop="x"></head><body><div class="entry">a</div>'
+        '<span class="share">b</span><nav id="sidebar">c</nav><p role="navigation">d</p>'
+        '<svg class="ad"><g class="sidebar"></g></svg><div id="comments">e</div></body></html>'
+    )
+    tree = LexborHTMLParser(markup, scripting=True)
+    monkeypatch.setattr(html_cleaning, "_MAX_CANDIDATES", most)
+    found = [node.text() for node, _ in html_cleaning._marked_elements(tree)]
+    assert found == marked
+
+
+# -- paragraphs (``html_container._read_paragraphs``, ``_score_paragraphs``) -------
 
 _TEXTS = st.sampled_from(
     [
@@ -819,71 +715,52 @@ def _markup(
     return st.lists(children, min_size=1, max_size=6).map("".join)
 
 
-def _both_ways(body_markup: str, max_nodes: int) -> tuple[object, object]:
+def test_paragraphs_are_read_by_their_nearest_block_and_scored() -> None:
+    """A linked heading, text in links, an anchor without href, wide spaces,
+    commas of other scripts: what the paragraphs and their scores are made of."""
     from selectolax.lexbor import LexborHTMLParser
 
-    body = LexborHTMLParser(f"<html><body>{body_markup}</body></html>").body
+    body = LexborHTMLParser(
+        "<html><body><div><h2><a href=/s>Story</a></h2><p>Prose, with commas, <a href=/l>"
+        "and a link</a> and <a name=x>an anchor</a>, long enough.</p><div>Bare\u00a0div，"
+        "text、here، long enough to score</div><td>cell</td></div></body></html>"
+    ).body
     assert body is not None
-    in_c = html_mod._read_paragraphs(body, max_nodes)
-    in_python = html_mod._read_paragraphs_py(body, max_nodes)
-    assert in_c[2] is None
-    read_c = (list(in_c[0].items()), list(in_c[1].items()))
-    read_python = (list(in_python[0].items()), list(in_python[1].items()))
-    scores_c = html_mod._score_paragraphs(in_c[0], None)
-    scores_python = html_mod._score_paragraphs(in_python[0], in_python[2])
-    return (read_c, [list(part.items()) for part in scores_c]), (
-        read_python,
-        [list(part.items()) for part in scores_python],
-    )
-
-
-@pytest.mark.skipif(html_mod._TREE is None, reason="the C speedup cannot walk selectolax's tree")
-@settings(max_examples=300, deadline=None)
-@given(_markup(), st.integers(min_value=1, max_value=200))
-def test_paragraphs_are_read_and_scored_in_c_as_in_python(body: str, max_nodes: int) -> None:
-    """The same paragraphs, texts, linked headings, scores (to the last bit)
-    and sums, in the same order, within the same node budget."""
-    in_c, in_python = _both_ways(body, max_nodes)
-    assert in_c == in_python
-
-
-@pytest.mark.skipif(html_mod._TREE is None, reason="the C speedup cannot walk selectolax's tree")
-def test_paragraphs_in_c_pinned_cases() -> None:
-    """What the property meets by chance: a linked heading, text in links,
-    an anchor without href, wide spaces, commas of other scripts."""
-    body = (
-        "<div><h2><a href=/s>Story</a></h2><p>Prose, with commas, <a href=/l>and a link</a>"
-        " and <a name=x>an anchor</a>, long enough.</p><div>Bare\u00a0div，text、here، long"
-        " enough to score</div><td>cell</td></div>"
-    )
-    in_c, in_python = _both_ways(body, 10_000)
-    assert in_c == in_python
-    (paragraphs, headings), (scores, direct, own, chars) = in_c  # type: ignore[misc]
+    paragraphs, headings, nodes = html_container._read_paragraphs(body, 10_000)
     assert len(paragraphs) == 3 and len(headings) == 1
-    texts, links = paragraphs[0][1]
-    assert links == ["and a link"] and "an anchor" in texts
+    (heading, link), *_ = headings.items()
+    assert (nodes[heading].tag, nodes[link].tag) == ("h2", "a")
+    texts, links = list(paragraphs.values())[0]
+    assert links == ["and a link"] and "an anchor" in "".join(texts)
+    scores, direct, own, chars = html_container._score_paragraphs(paragraphs, nodes)
     assert scores and direct and own and chars
+    # The bare div's wide commas count as commas: it outscores its length alone.
+    bare = next(key for key in paragraphs if nodes[key].tag == "div")
+    assert own[bare] == len("Bare div，text、here، long enough to score")
 
 
-@pytest.mark.skipif(html_mod._TREE is None, reason="the C speedup cannot walk selectolax's tree")
-def test_a_node_made_in_c_is_selectolax_s() -> None:
-    from selectolax.lexbor import LexborHTMLParser, LexborNode
+@settings(max_examples=200, deadline=None)
+@given(_markup(), st.integers(min_value=1, max_value=200))
+def test_paragraphs_are_read_within_the_node_budget(body: str, max_nodes: int) -> None:
+    """Any markup and budget: every paragraph read is a paragraph-like element
+    under the body, its texts are the page's, and its score is shared upwards
+    to elements that hold it."""
+    from selectolax.lexbor import LexborHTMLParser
 
-    tree = LexborHTMLParser("<html><body><div id=a><p>text</p></div></body></html>")
-    div = tree.css_first("#a")
-    assert div is not None and html_mod._TREE is not None
-    made = html_mod._TREE.lexbor_node(tree, div.mem_id)
-    assert isinstance(made, LexborNode)
-    assert (made.mem_id, made.tag, made.text(), made.parser is tree) == (
-        div.mem_id,
-        "div",
-        "text",
-        True,
-    )
-    assert made.parent is not None and made.parent.tag == "body"
+    page = LexborHTMLParser(f"<html><body>{body}</body></html>").body
+    assert page is not None
+    paragraphs, _, nodes = html_container._read_paragraphs(page, max_nodes)
+    whole = page.text()
+    for key, (texts, links) in paragraphs.items():
+        assert nodes[key].mem_id == key
+        assert all(text in whole for text in texts + links)
+    scores, direct, own, chars = html_container._score_paragraphs(paragraphs, nodes)
+    assert set(own) <= set(paragraphs)
+    assert all(chars[key] >= length for key, length in direct.items())
+    assert all(score >= 0 for score in scores.values())  # 0: all its text in links
 
 
-# -- the walk in C (``walk_blocks``, ``list_text``) --------------------------------
+# -- the walk (``html_walk.Walker``) -----------------------------------------------
 
 _WALK_TEXTS = st.sampled_from(
     [
@@ -904,51 +781,19 @@ _WALK_CONTAINERS = [
 _WALK_INLINES = ["span", "a href=/x", "a", "b", "img", "br", "math", "mi", "annotation"]
 
 
-def _walks(body_markup: str, max_nodes: int, stop_at: int | None) -> tuple[object, object]:
+def _walk(body_markup: str, max_nodes: int = 10_000) -> html_walk.Walker:
     from selectolax.lexbor import LexborHTMLParser
 
     body = LexborHTMLParser(f"<html><body>{body_markup}</body></html>").body
-    assert body is not None
-    elements = list(body.traverse())
-    stop = elements[stop_at % len(elements)] if stop_at is not None else None
-    in_c = html_mod._Walker(max_nodes)
-    in_c.walk(body, stop_after=stop)
-    tree = html_mod._TREE
-    try:
-        html_mod._TREE = None
-        in_python = html_mod._Walker(max_nodes)
-        in_python.walk(body, stop_after=stop)
-    finally:
-        html_mod._TREE = tree
-    return (
-        (in_c.blocks, in_c.link_shares, in_c.limited, in_c._budget, in_c._headings),
-        (in_python.blocks, in_python.link_shares, in_python.limited, in_python._budget,
-         in_python._headings),
-    )  # fmt: skip
+    walker = html_walk.Walker(max_nodes)
+    walker.walk(body)
+    return walker
 
 
-@pytest.mark.skipif(html_mod._TREE is None, reason="the C speedup cannot walk selectolax's tree")
-@settings(max_examples=400, deadline=None)
-@given(
-    _markup(_WALK_TEXTS, _WALK_INLINES, _WALK_CONTAINERS),
-    st.integers(min_value=1, max_value=120),
-    st.none() | st.integers(min_value=0, max_value=50),
-)
-def test_the_walk_in_c_gives_python_s_blocks(
-    body: str, max_nodes: int, stop_at: int | None
-) -> None:
-    """The same blocks (text, kind, headings above), link shares, node budget
-    left and headings, for any markup, budget and place to stop."""
-    in_c, in_python = _walks(body, max_nodes, stop_at)
-    assert in_c == in_python
-
-
-@pytest.mark.skipif(html_mod._TREE is None, reason="the C speedup cannot walk selectolax's tree")
-def test_the_walk_in_c_pinned_cases() -> None:
-    """What the property meets by chance, pinned: nested and numbered lists,
-    an edit link after a heading, a quote, a credit under a picture, a data
-    table and one for layout, code, definitions."""
-    body = (
+def test_the_walk_reads_each_kind_of_block() -> None:
+    """Nested and numbered lists, an edit link after a heading, a quote, a
+    credit under a picture, a data table and one for layout, code, definitions."""
+    walker = _walk(
         "<h2>Aims [<a href=/e>edit</a>]</h2><ol start=9><li>nine<ul><li>inner</li></ul></li>"
         "<li>ten</li></ol><blockquote><p>Quoted.</p><p>Twice, <a href=/q>linked</a>.</p>"
         "</blockquote><figure><figcaption>Credit</figcaption></figure>"
@@ -956,10 +801,7 @@ def test_the_walk_in_c_pinned_cases() -> None:
         "<pre>  kept\n  as is</pre><dl><dt>term</dt><dd>meaning</dd></dl>"
         "<h3>two\ue000lines</h3>tail<br>text"
     )
-    in_c, in_python = _walks(body, 10_000, None)
-    assert in_c == in_python
-    blocks = in_c[0]  # type: ignore[index]
-    assert [(block.text, block.kind) for block in blocks] == [
+    assert [(block.text, block.kind) for block in walker.blocks] == [
         ("Aims", "heading"),
         ("9. nine\n  - inner\n10. ten", "list"),
         ("Quoted.\nTwice, linked.", "quote"),
@@ -970,112 +812,26 @@ def test_the_walk_in_c_pinned_cases() -> None:
         ("two lines", "heading"),
         ("tail\ntext", "paragraph"),
     ]
+    assert walker.blocks[-1].heading_path == ("Aims", "two lines")
+    # The quote's link share: "linked" of its text.
+    quote = walker.link_shares[2]
+    assert quote == pytest.approx(len("linked") / len("Quoted.\nTwice, linked."))
 
 
-# -- elements by tag, and ancestors, in C -------------------------------------------
-
-_ELEMENT_TAGS = [
-    "div", "span", "script", "style", "nav", "br", "meta", "time", "title", "h1", "header",
-    "form", "template", "svg", "x-card", "p", "footer", "noscript",
-]  # fmt: skip
-
-
-@pytest.mark.skipif(html_mod._TREE is None, reason="the C speedup cannot walk selectolax's tree")
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
-    st.recursive(
-        st.sampled_from(["text", "", "<!-- c -->"]),
-        lambda inner: st.tuples(st.sampled_from(_ELEMENT_TAGS), st.lists(inner, max_size=4)).map(
-            lambda pair: f"<{pair[0]}>{''.join(pair[1])}</{pair[0]}>"
-        ),
-        max_leaves=30,
-    ),
-    st.integers(min_value=1, max_value=32),
+    _markup(_WALK_TEXTS, _WALK_INLINES, _WALK_CONTAINERS),
+    st.integers(min_value=1, max_value=120),
 )
-def test_elements_and_ancestors_in_c_as_in_python(markup: str, steps: int) -> None:
-    """``_Elements`` finds the same elements in the same order both ways, and
-    ``_ancestor_in`` answers as the Python walk up does."""
-    from selectolax.lexbor import LexborHTMLParser
-
-    tree = LexborHTMLParser(f"<html><head></head><body>{markup}</body></html>")
-    in_c = html_mod._Elements(tree)
-    lexbor = html_mod._TREE
-    try:
-        html_mod._TREE = None
-        in_python = html_mod._Elements(tree)
-        nodes = list(tree.root.traverse(include_text=True)) if tree.root else []
-        marked = {node.mem_id for node in nodes[::3]}
-        wanted = [html_mod._ancestor_in(node, marked, steps) for node in nodes]
-    finally:
-        html_mod._TREE = lexbor
-    assert [node.mem_id for node in in_c.dropped] == [node.mem_id for node in in_python.dropped]
-    for tag in html_mod._READ_TAGS:
-        assert [node.mem_id for node in in_c.tagged(tag)] == [
-            node.mem_id for node in in_python.tagged(tag)
-        ]
-    assert [html_mod._ancestor_in(node, marked, steps) for node in nodes] == wanted
-
-
-@pytest.mark.skipif(html_mod._TREE is None, reason="the C speedup cannot walk selectolax's tree")
-@settings(max_examples=200, deadline=None)
-@given(_markup())
-def test_link_density_in_c_as_in_python(body: str) -> None:
-    """``_LinkDensity`` reads the same share of every element's text in links
-    both ways, and ``_link_chars`` the same characters: links as the CSS
-    selector ``a[href]`` finds them (an SVG link's ``xlink:href`` too, the
-    element itself too)."""
-    from selectolax.lexbor import LexborHTMLParser
-
-    markup = f"{body}<svg><a xlink:href=/s>svg link</a></svg><a href=/w><div>{body}</div></a>"
-    tree = LexborHTMLParser(f"<html><body>{markup}</body></html>")
-    nodes = list(tree.root.traverse()) if tree.root else []
-    in_c = html_mod._LinkDensity()
-    lexbor = html_mod._TREE
-    try:
-        html_mod._TREE = None
-        in_python = html_mod._LinkDensity()
-        wanted = [in_python(node) for node in nodes]
-        wanted_chars = [html_mod._link_chars(node) for node in nodes]
-    finally:
-        html_mod._TREE = lexbor
-    assert [in_c(node) for node in nodes] == wanted
-    assert [html_mod._link_chars(node) for node in nodes] == wanted_chars
-
-
-@pytest.mark.skipif(html_mod._TREE is None, reason="the C speedup cannot walk selectolax's tree")
-@settings(max_examples=200, deadline=None)
-@given(_markup())
-def test_text_length_in_c_as_in_python(body: str) -> None:
-    """``_text_length`` counts what ``len(node.text())`` does for every node,
-    text nodes, comments and script text included."""
-    from selectolax.lexbor import LexborHTMLParser
-
-    markup = f"{body}<!-- a comment --><script>var x = 'é';</script><p>\u00e9\u4e2d\U0001f600</p>"
-    tree = LexborHTMLParser(f"<html><body>{markup}</body></html>", scripting=True)
-    nodes = list(tree.root.traverse(include_text=True)) if tree.root else []
-    assert [html_mod._text_length(node) for node in nodes] == [len(node.text()) for node in nodes]
-
-
-@pytest.mark.skipif(html_mod._TREE is None, reason="the C speedup cannot walk selectolax's tree")
-@pytest.mark.parametrize("most", [0, 1, 2, 3, 5, 50])
-def test_marked_elements_stop_at_the_same_candidate(
-    most: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The cap on candidates counts the elements the selector finds (marked
-    or not, in the head too, never an element of the tags it leaves out)."""
-    from selectolax.lexbor import LexborHTMLParser
-
-    markup = (
-        '<html><head><meta itemprop="x"></head><body><div class="entry">a</div>'
-        '<span class="share">b</span><nav id="sidebar">c</nav><p role="navigation">d</p>'
-        '<svg class="ad"><g class="sidebar"></g></svg><div id="comments">e</div></body></html>'
-    )
-    tree = LexborHTMLParser(markup, scripting=True)
-    monkeypatch.setattr(html_mod, "_MAX_CANDIDATES", most)
-    in_c = [(node.mem_id, evidence) for node, evidence in html_mod._marked_elements(tree)]
-    monkeypatch.setattr(html_mod, "_TREE", None)
-    assert in_c == [(node.mem_id, evidence) for node, evidence in html_mod._marked_elements(tree)]
-    assert len(in_c) <= most
+def test_the_walk_keeps_to_its_node_budget(body: str, max_nodes: int) -> None:
+    """Any markup and budget: one link share per block, each within [0, 1];
+    a walk that ran out says so, and one that did not read every word."""
+    walker = _walk(body, max_nodes)
+    assert len(walker.link_shares) == len(walker.blocks)
+    assert all(0.0 <= share <= 1.0 for share in walker.link_shares)
+    assert all(block.text for block in walker.blocks)
+    if not walker.limited:
+        assert walker._budget >= 0
 
 
 @settings(max_examples=150, deadline=None)

@@ -21,7 +21,6 @@ from datetime import date
 from email.utils import parsedate_to_datetime
 from functools import lru_cache
 from itertools import accumulate
-from types import NotImplementedType
 
 from researchstore.speedups import SPEEDUPS
 
@@ -76,7 +75,7 @@ _FLAT_NAMES = (
 
 def _either_case(name: str) -> str:
     """A pattern for ASCII ``name`` with each letter in either case (not
-    IGNORECASE, which also takes "ſ" for "s", as the C scan does not)."""
+    IGNORECASE, which also takes "ſ" for "s", as the HTML tokenizer does not)."""
     return "".join(f"[{letter}{letter.upper()}]" for letter in name)
 
 
@@ -190,14 +189,6 @@ _OVERLAY_HIT = _words_or_parts(_OVERLAY_WORDS, _OVERLAY_PARTS)
 _CAMEL = frozenset(_CAMEL_WORDS)
 _CAMEL_REGIONS = frozenset("nav navbar sidebar footer breadcrumb breadcrumbs".split())
 _CAMEL_SPLIT = re.compile(r"[^A-Za-z]+|(?<=[a-z])(?=[A-Z])")
-#: The same rules for ``_speedups.name_evidence``, in the order it reads them.
-_NAME_RULES = (
-    frozenset(_BOILERPLATE_WORDS), tuple(_BOILERPLATE_PARTS),
-    frozenset(_COMMENT_WORDS),
-    frozenset(_OVERLAY_WORDS), _OVERLAY_PARTS,
-    frozenset(_REGION_WORDS), _REGION_PARTS,
-    _CAMEL, _CAMEL_REGIONS,
-)  # fmt: skip
 _BOILERPLATE_LABEL = re.compile(
     r"breadcrumb|navigation|menu|share|social|cookie|advert|sidebar", re.IGNORECASE
 )
@@ -448,8 +439,7 @@ def _mask_raw_text(text: str) -> str:
     the parser reads as text or script is never taken for a tag. A start
     tag's attributes are blanked too (a "<" there opens nothing). An element
     left open runs to the end, as the parser reads it; a start tag without
-    its ">" starts nothing. The C bound (``_speedups.markup_depth``) skips
-    exactly this."""
+    its ">" starts nothing."""
     pieces: list[str] = []
     position = kept = 0
     size = len(text)
@@ -486,8 +476,6 @@ def _mask_raw_text(text: str) -> str:
 def _markup_depth(text: str) -> int:
     """The most tags open at once in ``text`` (those in ``_FLAT_TAGS`` not
     counted, nor any in what ``_mask_raw_text`` blanks)."""
-    if _speedups is not None:
-        return _speedups.markup_depth(text, _FLAT_NAMES, _RAW_TEXT)
     steps = map(_DEPTH_STEPS.__getitem__, _TAG_NAME.findall(_mask_raw_text(text)))
     return max(accumulate(steps, initial=0))
 
@@ -577,25 +565,7 @@ def boilerplate_evidence(attributes: dict[str, str | None]) -> str | None:
     itemtype = attributes.get("itemtype")
     if itemtype and _COMMENT_TYPE.search(itemtype):
         return "comments"
-    return _name_evidence(f"{attributes.get('class') or ''} {attributes.get('id') or ''}")
-
-
-#: ``boilerplate_evidence``'s rules, as ``_speedups.evidence_at`` reads
-#: them: the names' rules, the roles and the item properties.
-EVIDENCE_RULES_FOR_C: tuple[tuple[object, ...], tuple[str, ...], tuple[str, ...]] = (
-    _NAME_RULES,
-    tuple(sorted(_BOILERPLATE_ROLES)),
-    tuple(sorted(_BOILERPLATE_ITEMPROPS)),
-)
-
-
-def _name_evidence(names: str) -> str | None:
-    """How an element's ``names`` (its class and id) mark it as chrome, if they do."""
-    if _speedups is not None:
-        found = _speedups.name_evidence(names, _NAME_RULES)
-        if not isinstance(found, NotImplementedType):
-            return found
-    return _read_names(names)
+    return _read_names(f"{attributes.get('class') or ''} {attributes.get('id') or ''}")
 
 
 # Pages repeat their class names (every item of a menu, every card): each
