@@ -4,6 +4,7 @@
     python bench/bench_serving.py [--chunks 100000] [--workdir DIR] [--seconds 10]
                                   [--levels 1,4,16] [--slow-seconds 10] [--json FILE]
                                   [--clients raw,httpx] [--skip-copy] [--skip-peers]
+                                  [--workers N] [--old-tree DIR]
 
 Builds a store from ``bench_core``'s synthetic corpus (kept in ``--workdir``
 and reused while ``--chunks``/``--seed`` match), starts a real ``researchstore
@@ -25,7 +26,9 @@ serve --transport http`` child process on it, and measures, in one run:
    a child that changes one thing: a search whose query starts with
    ``bench slow`` keeps searching (real searches, one after another, in its
    worker thread) for ``--slow-seconds`` before answering. Every other call
-   is the real one.
+   is the real one. The child sets ``SLOW_ENV`` so that each worker process
+   uvicorn spawns (which imports this script again as ``__mp_main__``)
+   holds such searches too.
 4. ``search_against_peers()``: the same warm searches through researchstore,
    bm25s (PyStemmer English) and raw Tantivy top-10 with stored fields, on
    this store's chunks and on SciFact's (``bench_search_peers.run_peers``).
@@ -36,6 +39,10 @@ kind in turn: ``raw`` (kept-alive HTTP/1.1 written and read with asyncio's
 streams, costing the machine little: what the server itself can do) and
 ``httpx`` (as the MCP SDK's own client: what agents' calls cost the machine,
 clients and server together).
+With ``--old-tree DIR`` (a checkout of an earlier researchstore, its C
+extension built), sections 2 and 3 run first against a server of that tree
+(``PYTHONPATH=DIR``, run from outside this checkout), then against this
+one, on the same store and keys: before and after, in one run.
 Nothing here is part of the test suite.
 """
 
@@ -65,6 +72,8 @@ from bench_core import ensure_corpus, log, make_queries, percentile, sample_ids
 
 #: A query that starts so is held by the child server (``one_slow_call``).
 SLOW_PREFIX = "bench slow"
+#: How long the child server holds such a query, for its worker processes too.
+SLOW_ENV = "BENCH_SERVING_SLOW_SECONDS"
 TOOLS = ("research_chunk_search", "research_get_chunk", "get_chunk_next")
 PROTOCOL = "2025-06-18"
 ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
@@ -113,10 +122,20 @@ def revoke_keys(db: Path, keys: list[str]) -> None:
 
 @contextmanager
 def server(
-    db: Path, workdir: Path, slow_seconds: float, workers: int | None = None
+    db: Path,
+    workdir: Path,
+    slow_seconds: float,
+    workers: int | None = None,
+    tree: Path | None = None,
 ) -> Iterator[str]:
-    """``researchstore serve --transport http`` as a child (``child_server``); its URL."""
-    log_path = workdir / "server.log"
+    """``researchstore serve --transport http`` as a child (``child_server``); its URL.
+
+    With ``tree``, the researchstore of that checkout serves (``PYTHONPATH``).
+    """
+    log_path = workdir / ("server-old.log" if tree else "server.log")
+    environment = dict(os.environ)
+    if tree is not None:
+        environment["PYTHONPATH"] = str(tree)
     command = [
         sys.executable,
         str(Path(__file__).resolve()),
@@ -133,7 +152,14 @@ def server(
         *(["--workers", str(workers)] if workers is not None else []),
     ]
     with open(log_path, "w") as errors:
-        child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors)
+        child = subprocess.Popen(
+            command,
+            stdout=subprocess.DEVNULL,
+            stderr=errors,
+            env=environment,
+            # Out of this checkout, so that its researchstore is not the one imported.
+            cwd=str(tree.parent) if tree is not None else None,
+        )
     try:
         deadline = time.monotonic() + 600
         while True:
@@ -149,10 +175,9 @@ def server(
         child.wait(30)
 
 
-def child_server(slow_seconds: float, argv: list[str]) -> None:
-    """The command line, with a search on ``bench slow ...`` kept busy for ``slow_seconds``."""
+def hold_slow_searches(slow_seconds: float) -> None:
+    """A search on ``bench slow ...`` kept busy for ``slow_seconds`` (real searches)."""
     from researchstore import semantic
-    from researchstore.cli import main
 
     real_search = semantic.run_search
 
@@ -170,7 +195,20 @@ def child_server(slow_seconds: float, argv: list[str]) -> None:
         return hits
 
     semantic.run_search = run_search
+
+
+def child_server(slow_seconds: float, argv: list[str]) -> None:
+    """The command line, with a search on ``bench slow ...`` kept busy for ``slow_seconds``."""
+    from researchstore.cli import main
+
+    os.environ[SLOW_ENV] = str(slow_seconds)  # for the worker processes it spawns
+    hold_slow_searches(slow_seconds)
     main(args=argv, prog_name="researchstore")
+
+
+if __name__ == "__mp_main__" and os.environ.get(SLOW_ENV):
+    # A worker process spawned by the child server: it imports this script again.
+    hold_slow_searches(float(os.environ[SLOW_ENV]))
 
 
 # -- the clients ------------------------------------------------------------------------
@@ -233,8 +271,11 @@ class Client:
         status, headers, content = await self.post(message)
         if status != 200:
             raise RuntimeError(f"initialize: {status} {content[:200]!r}")
-        self.session = headers["mcp-session-id"]
-        self.headers.update({"mcp-session-id": self.session, "mcp-protocol-version": PROTOCOL})
+        # A stateless server names no session: each request then stands alone.
+        self.session = headers.get("mcp-session-id", "")
+        if self.session:
+            self.headers["mcp-session-id"] = self.session
+        self.headers["mcp-protocol-version"] = PROTOCOL
         await self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any] | None:
@@ -529,6 +570,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--workers", type=int, help="the server's --workers (default: the server's own default)"
     )
+    parser.add_argument(
+        "--old-tree",
+        type=Path,
+        help="a checkout of an earlier researchstore: measure its server first, same store",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     options = parser.parse_args(argv)
     levels = [int(level) for level in options.levels.split(",")]
@@ -539,15 +585,20 @@ def main(argv: list[str]) -> int:
     if not options.skip_copy:
         results["first_answer_of_a_copy"] = first_answer_of_a_copy(db, workdir)
     keys = make_keys(db, max(levels) + 1)
+    trees: list[tuple[str, Path | None]] = [("", None)]
+    if options.old_tree is not None:
+        trees.insert(0, ("old_", options.old_tree.resolve()))
     try:
-        with server(db, workdir, options.slow_seconds, options.workers) as url:
-            for client in options.clients.split(","):
-                results[f"concurrent_clients_{client}"] = concurrent_clients(
-                    url, keys, levels, options.seconds, db, options.seed, client
-                )
-                results[f"one_slow_call_{client}"] = one_slow_call(
-                    url, keys, levels[-1], options.slow_seconds, db, options.seed, client
-                )
+        for label, tree in trees:
+            print(f"== the server of {tree or 'this checkout'}")
+            with server(db, workdir, options.slow_seconds, options.workers, tree) as url:
+                for client in options.clients.split(","):
+                    results[f"{label}concurrent_clients_{client}"] = concurrent_clients(
+                        url, keys, levels, options.seconds, db, options.seed, client
+                    )
+                    results[f"{label}one_slow_call_{client}"] = one_slow_call(
+                        url, keys, levels[-1], options.slow_seconds, db, options.seed, client
+                    )
     finally:
         revoke_keys(db, keys)
     if not options.skip_peers:

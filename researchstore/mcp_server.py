@@ -10,16 +10,21 @@ Profiles choose what a client sees, not what it may do:
 - ``core``: search, get and navigation (the read-only tools);
 - ``full``: every tool, plus ``ingest_file`` over stdio.
 
-Over stdio the caller is the local user, with every right. Over streamable
-HTTP every request needs an ``x-api-key`` (refused with 401 before anything
-else runs), and each tool call runs as that key's principal. No one key can
-hold the HTTP server (``HttpLimits``): a request body is bounded, a key may
-hold only so many sessions, requests and calls at once, idle sessions
-expire, and every request is one line of the access log.
+Over stdio the caller is the local user, with every right. Over HTTP the
+server is the SDK's streamable HTTP in its stateless mode with JSON answers
+(``StreamableHTTPSessionManager(stateless=True, json_response=True)``): no
+session outlives its request, so any of uvicorn's worker processes can
+answer any request (``serve_processes``). In front of it, as plain ASGI
+middleware: the Host check (``hosts.HostGuard``), the API key (refused with
+401 before anything else runs; each tool call runs as that key's
+principal), a bound on each key's requests in flight, the body's size and
+shape (``_McpEndpoint``), and the access log. ``HttpLimits`` says which
+bound holds per process and which across them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import json
@@ -29,17 +34,15 @@ import re
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator, MutableMapping
+from collections.abc import AsyncIterator, Callable, MutableMapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
 import anyio
 import mcp.types as types
-from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
-from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect
@@ -47,22 +50,20 @@ from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from researchstore import __version__, auth, contracts
+from researchstore.library import Library
 from researchstore.catalogue import served_tools
 from researchstore.hosts import HostGuard
 from researchstore.mcp_calls import (
     CALL_SCOPE_KEY,
     OUTCOME_SCOPE_KEY,
     PRINCIPAL_SCOPE_KEY,
-    DirectCalls,
     ToolCalls,
     header,
     tool_result,
 )
-from researchstore.mcp_workers import WorkerPool
 from researchstore.params import PROFILES, TRANSPORTS, Tool
 from researchstore.principal import LOCAL_USER, NOBODY, Principal
-from researchstore.serving import WORKER_THREADS, tune_for_serving
-from researchstore.store import Store
+from researchstore.serving import SETTINGS_ENV, WORKER_THREADS, ServeSettings, tune_for_serving
 
 OUTPUT_SCHEMAS_ENV = "RESEARCHSTORE_OUTPUT_SCHEMAS"
 API_KEY_HEADER = "x-api-key"
@@ -70,27 +71,31 @@ MCP_PATH = "/mcp"
 #: Where ``http_app`` mounts the pages for people (``researchstore.web``), if given.
 WEB_PATH = "/web"
 SERVER_NAME = "researchstore"
-#: Tool calls one API key may run at once over HTTP.
+#: Tool calls one API key may run at once over HTTP, in each server process.
 CALLS_PER_KEY = 8
-#: HTTP requests one API key may have in flight at once.
+#: HTTP requests one API key may have in flight at once, in each server process.
 REQUESTS_PER_KEY = 256
+#: What uvicorn imports in each worker process: ``app_from_environment``.
+APP_FACTORY = "researchstore.mcp_server:app_from_environment"
+#: How long a stopping server process waits for the requests in flight before
+#: it cancels them: a held call must not keep SIGTERM from stopping ``serve``.
+GRACEFUL_SHUTDOWN_S = 5
 
 
 @dataclass(frozen=True, slots=True)
 class HttpLimits:
     """What the HTTP server lets clients hold, so that no one key can hold it.
 
-    A session costs ~60 KB and a task; a tool call holds a worker thread (and,
-    while it reads, the store). Every bound is per server process.
+    Every bound is kept by each server process for itself: the processes
+    share no memory, only the store file. With ``serve --workers N`` a key
+    may so hold N times each bound in all, at most (the kernel hands each
+    connection to one process). What holds across processes: every request
+    needs a live key (a revocation reaches every process at its next
+    request, through the store), the body bound, the Host check, and the
+    access log (one line per request, whichever process answered it).
+    There are no sessions to bound: each request is answered on its own.
     """
 
-    #: Open MCP sessions in all (beyond it: 503).
-    max_sessions: int = 1000
-    #: Open sessions one API key may hold (beyond it: 429), so that a flood of
-    #: sessions by one key leaves room for every other key.
-    sessions_per_key: int = 64
-    #: A session with no request in flight for this long is ended (404 after).
-    session_idle_timeout_s: float = 300.0
     #: Tool calls one key may run at once; more wait their turn without
     #: taking a worker thread from other keys.
     calls_per_key: int = CALLS_PER_KEY
@@ -100,12 +105,9 @@ class HttpLimits:
     #: largest call the input schemas allow is far smaller, even with every
     #: character escaped.
     max_request_bytes: int = 1024 * 1024
-    #: HTTP requests of one key in flight at once, an open GET stream
+    #: HTTP requests of one key in flight at once, bodies being read
     #: included (beyond it: 429): what one key's bodies can hold in memory.
     requests_per_key: int = REQUESTS_PER_KEY
-    #: Answer the tool calls of open sessions without the SDK's message loop
-    #: (``mcp_calls.DirectCalls``): the same answers, for a fraction of the cost.
-    direct_calls: bool = True
 
 
 #: Hints for the read tools: they change nothing and read only the local store.
@@ -136,7 +138,7 @@ def describe(tool: Tool, *, with_output_schema: bool) -> types.Tool:
 
 
 def build_server(
-    store: Store,
+    store: Library,
     *,
     profile: str = "core",
     transport: str = "stdio",
@@ -151,7 +153,8 @@ def build_server(
     as each finishes, on both transports. Each call runs through ``calls``
     (``ToolCalls``: a worker thread per call, reading through that thread's
     own connection, after a turn of its key's over HTTP); one is made from
-    ``worker_threads`` and ``calls_per_key`` when none is given.
+    ``worker_threads`` and ``calls_per_key`` when none is given. Over HTTP
+    the SDK's stateless mode runs a server per request, all sharing ``calls``.
     """
     tools = served_tools(profile, transport)
     if calls is None:
@@ -206,7 +209,7 @@ def _caller(server: Server[Any, Any], transport: str) -> Principal:
 # -- stdio ---------------------------------------------------------------------
 
 
-async def serve_stdio(store: Store, *, profile: str = "core") -> None:
+async def serve_stdio(store: Library, *, profile: str = "core") -> None:
     """Serve over this process's stdin and stdout until the client hangs up."""
     tune_for_serving()
     server = build_server(store, profile=profile, transport="stdio")
@@ -220,17 +223,16 @@ async def serve_stdio(store: Store, *, profile: str = "core") -> None:
 class ApiKeyMiddleware:
     """Refuse any HTTP request without a live ``x-api-key`` (401), before it runs.
 
-    An accepted request carries the key's principal in its ASGI scope, and the
-    key as the scope's ``user`` so that a session can only be used with the
-    key that opened it. A key with ``requests_per_key`` requests in flight
-    gets 429 for one more, before its body is read.
+    An accepted request carries the key's principal in its ASGI scope. A
+    key with ``requests_per_key`` requests in flight in this process gets
+    429 for one more, before its body is read.
     """
 
     def __init__(
         self,
         app: ASGIApp,
         *,
-        store: Store,
+        store: Library,
         requests_per_key: int = REQUESTS_PER_KEY,
         pages_path: str | None = None,
     ) -> None:
@@ -241,25 +243,9 @@ class ApiKeyMiddleware:
         #: this header or from the cookie their login form sets (a browser cannot
         #: send a header), and answer a person without a key with that form.
         self.pages_path = pages_path
+        #: This process's requests in flight, by key: no other process sees them.
         self.in_flight: dict[str, int] = {}
         self.keys = auth.KeyCache(store)
-        self._users: dict[Principal, Any] = {}
-
-    def _user(self, principal: Principal) -> Any:
-        """The SDK's user for ``principal`` (it names the session's owner)."""
-        user = self._users.get(principal)
-        if user is None:
-            from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-            from mcp.server.auth.provider import AccessToken
-
-            key_id = principal.key_id or ""
-            user = AuthenticatedUser(
-                AccessToken(token=key_id, client_id=key_id, scopes=sorted(principal.scopes))
-            )
-            if len(self._users) >= 1024:
-                self._users.clear()
-            self._users[principal] = user
-        return user
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -288,7 +274,6 @@ class ApiKeyMiddleware:
             return
         scope[PRINCIPAL_SCOPE_KEY] = principal
         key_id = principal.key_id or ""
-        scope["user"] = self._user(principal)
         # No await between the check and the count: one event loop, no race.
         held = self.in_flight.get(key_id, 0)
         if held >= self.requests_per_key:
@@ -313,78 +298,26 @@ async def _refuse(send: Send, message: str) -> None:
     await _send_json(send, 401, body, [(b"www-authenticate", b'ApiKey header="x-api-key"')])
 
 
-class SessionsExhausted(Exception):
-    """A key already holds as many open sessions as one key may."""
-
-    def __init__(self, held: int) -> None:
-        super().__init__(f"this API key already holds {held} open MCP sessions")
-        self.held = held
-
-
-class KeyedSessionManager(StreamableHTTPSessionManager):
-    """The SDK's session manager, holding at most ``sessions_per_key`` sessions per key.
-
-    The SDK admits a session in ``_admit_session``, under its session-creation
-    lock, and forgets it however it ends (DELETE, idle timeout, crash); its
-    owners are the keys' ``AuthorizationContext`` (``ApiKeyMiddleware``).
-    Counting there, the count and the registration cannot interleave with
-    another opening request. A refusal raises ``SessionsExhausted`` before
-    anything is sent, and ``_McpEndpoint`` answers it.
-    """
-
-    def __init__(self, app: Server[Any, Any], *, sessions_per_key: int, **options: Any) -> None:
-        super().__init__(app, **options)
-        # Both are the SDK's own (1.30+): fail at start rather than not count.
-        if not hasattr(self, "_admit_session") or not isinstance(
-            getattr(self, "_session_owners", None), dict
-        ):  # pragma: no cover
-            raise RuntimeError(
-                "this mcp SDK admits sessions another way; researchstore needs 1.30+"
-            )
-        if not isinstance(getattr(self, "_server_instances", None), dict):  # pragma: no cover
-            raise RuntimeError("this mcp SDK keeps sessions another way; researchstore needs 1.30+")
-        self.sessions_per_key = sessions_per_key
-
-    def session(self, session_id: str) -> StreamableHTTPServerTransport | None:
-        """The open session ``session_id``'s transport, if there is one."""
-        return self._server_instances.get(session_id)
-
-    def owner(self, session_id: str) -> AuthorizationContext | None:
-        """Who opened the session ``session_id``."""
-        return self._session_owners.get(session_id)
-
-    def _admit_session(
-        self, requestor: AuthorizationContext | None
-    ) -> StreamableHTTPServerTransport | None:
-        if requestor is not None:
-            held = sum(1 for owner in self._session_owners.values() if owner == requestor)
-            if held >= self.sessions_per_key:
-                raise SessionsExhausted(held)
-        return super()._admit_session(requestor)
-
-
 class _McpEndpoint:
-    """The session manager as a plain ASGI app (a Starlette route endpoint).
+    """The SDK's session manager as a plain ASGI app (a Starlette route endpoint).
 
-    A request's body is read whole, up to the limit, before the SDK sees the
+    A POST's body is read whole, up to the limit, before the SDK sees the
     request: a client that leaves half-way is then simply gone (the SDK would
-    answer it 500 and log an error), and one that sends too much gets 413.
+    answer it 500 and log an error), one that sends too much gets 413, and
+    one the SDK could not parse or answer safely gets 400 (``body_problem``).
+    A GET is 405: in stateless mode there is no session whose messages a
+    stream could carry, and an open stream would only hold a connection.
     """
 
-    def __init__(
-        self,
-        manager: KeyedSessionManager,
-        *,
-        idle_timeout_s: float,
-        max_request_bytes: int,
-        direct: DirectCalls | None = None,
-    ) -> None:
+    def __init__(self, manager: StreamableHTTPSessionManager, *, max_request_bytes: int) -> None:
         self.manager = manager
-        self.idle_timeout_s = idle_timeout_s
         self.max_request_bytes = max_request_bytes
-        self.direct = direct
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("method") == "GET":
+            message = "this server answers POST only: it keeps no stream open (stateless)"
+            await _send_json(send, 405, {"error": {"message": message}}, [(b"allow", b"POST")])
+            return
         if scope.get("method") == "POST":
             declared = header(scope, "content-length") or "0"
             body = None
@@ -398,38 +331,11 @@ class _McpEndpoint:
                 return
             unreadable = body_problem(body)
             if unreadable is not None:
-                await _parse_error(send, unreadable)
+                code, message = unreadable
+                await _json_rpc_error(send, 400, code, message)
                 return
-            if self.direct is not None:
-                if await self.direct.answer(scope, body, send):
-                    return
-                if header(scope, MCP_SESSION_ID_HEADER) is None:
-                    send = self._opening(send)
             receive = _replay(body, receive)
-        try:
-            await self.manager.handle_request(scope, receive, send)
-        except SessionsExhausted as refusal:
-            await _too_many(
-                send,
-                f"{refusal}, the most one key may hold: end one (HTTP DELETE) or let one "
-                f"sit idle for {self.idle_timeout_s:g} s",
-                retry_after_s=self.idle_timeout_s,
-            )
-
-    def _opening(self, send: Send) -> Send:
-        """``send`` for a request that opens a session: once answered, the
-        session's calls may be answered directly."""
-        direct = self.direct
-        assert direct is not None
-
-        async def watch(message: Message) -> None:
-            if message["type"] == "http.response.start" and message["status"] == 200:
-                for name, value in message.get("headers", ()):
-                    if name.lower() == MCP_SESSION_ID_HEADER.encode():
-                        direct.opened(value.decode("latin-1"))
-            await send(message)
-
-        return watch
+        await self.manager.handle_request(scope, receive, send)
 
 
 async def _read_body(receive: Receive, limit: int) -> bytes | None:
@@ -466,26 +372,56 @@ def nests_deeper(text: str, limit: int) -> bool:
     return max(itertools.accumulate(steps), default=0) > limit
 
 
-def body_problem(body: bytes) -> str | None:
-    """Why a request body cannot be parsed safely, or None: it must be text as
-    ``json.loads`` reads it (UTF-8, -16 or -32), nested ``MAX_BODY_NESTING`` deep at most."""
+#: A surrogate, escaped or not: where a string may hold half of a pair alone.
+_SURROGATE = re.compile(r"\\u[dD][89abcdefABCDEF]|[\ud800-\udfff]")
+
+
+def body_problem(body: bytes) -> tuple[int, str] | None:
+    """Why a request body cannot be parsed or answered safely (a JSON-RPC error code
+    and message), or None: it must be text as ``json.loads`` reads it (UTF-8, -16
+    or -32), nested ``MAX_BODY_NESTING`` deep at most, with an id that can be sent back."""
     try:
         text = body.decode(json.detect_encoding(body), "surrogatepass")
     except UnicodeDecodeError:
-        return "Parse error: the request body is not UTF-8 text"
+        return types.PARSE_ERROR, "Parse error: the request body is not UTF-8 text"
     if nests_deeper(text, MAX_BODY_NESTING):
-        return f"Parse error: the request body nests deeper than {MAX_BODY_NESTING} levels"
+        message = f"Parse error: the request body nests deeper than {MAX_BODY_NESTING} levels"
+        return types.PARSE_ERROR, message
+    if _SURROGATE.search(text) and not _ids_can_be_sent_back(text):
+        message = "Invalid Request: the id is a string no answer can carry (a lone surrogate)"
+        return types.INVALID_REQUEST, message
     return None
 
 
-async def _parse_error(send: Send, message: str) -> None:
-    """400 with a JSON-RPC parse error, as the SDK answers a body that is not JSON."""
+def _ids_can_be_sent_back(text: str) -> bool:
+    """Whether every id of the JSON-RPC message(s) in ``text`` is UTF-8 text or a number.
+
+    The SDK takes an id of half a surrogate pair, then fails to encode the
+    answer that must repeat it: the call is refused before it runs instead.
+    """
+    try:
+        message = json.loads(text)
+    except ValueError:
+        return True  # not JSON: the SDK answers it with its parse error
+    messages = message if isinstance(message, list) else [message]
+    for each in messages:
+        request_id = each.get("id") if isinstance(each, dict) else None
+        if isinstance(request_id, str):
+            try:
+                request_id.encode("utf-8")
+            except UnicodeEncodeError:
+                return False
+    return True
+
+
+async def _json_rpc_error(send: Send, status: int, code: int, message: str) -> None:
+    """``status`` with a JSON-RPC error, as the SDK answers a body it cannot take."""
     error = types.JSONRPCError(
         jsonrpc="2.0",
         id="server-error",
-        error=types.ErrorData(code=types.PARSE_ERROR, message=message),
+        error=types.ErrorData(code=code, message=message),
     )
-    await _send_json(send, 400, error.model_dump(by_alias=True, exclude_none=True))
+    await _send_json(send, status, error.model_dump(by_alias=True, exclude_none=True))
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
@@ -623,15 +559,18 @@ def _is_disconnect(error: BaseException | None) -> bool:
 
 
 class _WithoutDisconnects(logging.Filter):
-    """Drop the SDK's and uvicorn's tracebacks for a client that went away.
+    """Drop the SDK's and uvicorn's tracebacks for a client that went away, and
+    for a request cancelled as the server stops (``GRACEFUL_SHUTDOWN_S``).
 
-    A disconnect is a normal event: the access log's line for that request
-    already says it (``status=-``, or the time a stream stayed open).
-    Every other error keeps its traceback.
+    Both are normal events: the access log's line for that request already
+    says it (``status=-``). Every other error keeps its traceback.
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.exc_info and _is_disconnect(record.exc_info[1]))
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, asyncio.CancelledError):
+            return False
+        return not (error is not None and _is_disconnect(error))
 
 
 class _ServerLog(logging.StreamHandler):  # type: ignore[type-arg]
@@ -662,20 +601,20 @@ def configure_logging(stream: TextIO | None = None) -> None:
 
 
 def http_app(
-    store: Store,
+    store: Library,
     *,
     profile: str = "core",
     host: str = "127.0.0.1",
     limits: HttpLimits | None = None,
     access_log: TextIO | None = None,
     pages: ASGIApp | None = None,
-    workers: WorkerPool | None = None,
+    on_exit: Callable[[], None] | None = None,
 ) -> Starlette:
     """The ASGI app: ``/mcp`` behind the API-key check, every request in the access log.
 
     ``pages`` (``researchstore.web.web_app`` with keys required) is mounted at
-    ``WEB_PATH``, where it checks the same keys itself. With ``workers``
-    (started), the read tools' calls are answered by those processes.
+    ``WEB_PATH``, where it checks the same keys itself. ``on_exit`` runs once
+    the app has stopped serving (the end of its lifespan).
     """
     limits = limits or HttpLimits()
     calls = ToolCalls(
@@ -683,45 +622,31 @@ def http_app(
         served_tools(profile, "http"),
         worker_threads=limits.worker_threads,
         calls_per_key=limits.calls_per_key,
-        workers=workers,
     )
     server = build_server(store, profile=profile, transport="http", calls=calls)
-    manager = KeyedSessionManager(
+    manager = StreamableHTTPSessionManager(
         server,
         json_response=True,
+        stateless=True,
         # The Host check is ``HostGuard``'s, in front of every route (one rule for all).
         security_settings=None,
-        session_idle_timeout=limits.session_idle_timeout_s,
-        max_sessions=limits.max_sessions,
-        sessions_per_key=limits.sessions_per_key,
         max_request_body_size=limits.max_request_bytes,
     )
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        async with manager.run():
-            yield
+        try:
+            async with manager.run():
+                yield
+        finally:
+            if on_exit is not None:
+                on_exit()
 
-    direct = None
-    if limits.direct_calls:
-        direct = DirectCalls(
-            calls,
-            sessions=manager.session,
-            owners=manager.owner,
-            security=None,
-            idle_timeout_s=limits.session_idle_timeout_s,
-        )
-    endpoint = _McpEndpoint(
-        manager,
-        idle_timeout_s=limits.session_idle_timeout_s,
-        max_request_bytes=limits.max_request_bytes,
-        direct=direct,
-    )
+    endpoint = _McpEndpoint(manager, max_request_bytes=limits.max_request_bytes)
     routes: list[Route | Mount] = [Route(MCP_PATH, endpoint=endpoint)]
     if pages is not None:
         routes.append(Mount(WEB_PATH, app=pages))
     app = Starlette(routes=routes, lifespan=lifespan)
-    app.state.direct_calls = direct
     app.add_middleware(
         ApiKeyMiddleware,
         store=store,
@@ -733,6 +658,52 @@ def http_app(
     # Added last, so outermost: it sees every request, a refused one too.
     app.add_middleware(AccessLogMiddleware, log=AccessLog(access_log or sys.stderr))
     return app
+
+
+def app_from_environment() -> Starlette:
+    """The app of one process of ``serve --transport http`` (``APP_FACTORY``).
+
+    uvicorn calls it in each worker process it starts, from the import
+    string: the settings come from the environment ``serve_processes`` set
+    (``serving.SETTINGS_ENV``). Each process opens the store for itself, as
+    ``serve`` does (writable unless the file is not: the key's last-use
+    stamp, evidence retrieval and the repair of a damaged index write, one
+    process at a time under the store's writer lock), and closes it once
+    it stops serving, so that the last one out merges the write-ahead log.
+    """
+    from researchstore.embedding import bound_query_threads
+    from researchstore.web import web_app
+
+    settings = ServeSettings.from_environment()
+    bound_query_threads()
+    tune_for_serving()
+    configure_logging()
+    store = Library(settings.store, progress=False)
+    closing = contextlib.ExitStack()
+    closing.callback(store.close)
+    try:
+        log: TextIO = sys.stderr
+        if settings.access_log is not None:
+            log = closing.enter_context(open(settings.access_log, "a", encoding="utf-8"))
+        store.warm_query_model()
+        limits = HttpLimits(
+            calls_per_key=settings.calls_per_key,
+            requests_per_key=settings.requests_per_key,
+            max_request_bytes=settings.max_request_bytes,
+        )
+        pages = web_app(store, require_key=True, host=settings.host)
+        return http_app(
+            store,
+            profile=settings.profile,
+            host=settings.host,
+            limits=limits,
+            access_log=log,
+            pages=pages,
+            on_exit=closing.close,
+        )
+    except BaseException:
+        closing.close()
+        raise
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -749,7 +720,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 
 def serve_http(app: Starlette, sock: socket.socket) -> None:
-    """Serve ``app`` on an already bound socket until interrupted."""
+    """Serve ``app`` on an already bound socket, in this process, until interrupted."""
     import uvicorn
 
     tune_for_serving()
@@ -758,6 +729,41 @@ def serve_http(app: Starlette, sock: socket.socket) -> None:
     # After uvicorn's own logging setup, which this adds to.
     configure_logging()
     uvicorn.Server(config).run(sockets=[sock])
+
+
+def serve_processes(settings: ServeSettings, sock: socket.socket, *, workers: int) -> None:
+    """Serve ``settings`` on an already bound socket with ``workers`` uvicorn
+    processes (this one, for one), until interrupted.
+
+    Past one, this process only supervises: uvicorn starts each worker with
+    ``spawn`` from ``APP_FACTORY``, hands it the socket (the kernel gives
+    each connection to one of them), replaces a worker that dies, and on
+    SIGTERM or SIGINT stops them all and returns.
+    """
+    import uvicorn
+
+    os.environ[SETTINGS_ENV] = settings.to_environment()
+    options: dict[str, Any] = {
+        "factory": True,
+        "log_level": "warning",
+        "lifespan": "on",
+        "access_log": False,
+        "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_S,
+    }
+    config = uvicorn.Config(APP_FACTORY, workers=workers, **options)
+    # After uvicorn's own logging setup, which this adds to.
+    configure_logging()
+    if workers <= 1:
+        # uvicorn's own server here: it raises the signal that stopped it again,
+        # so ``serve`` exits as a stopped server does (``stopping_on_signals``).
+        uvicorn.Server(config).run(sockets=[sock])
+        return
+    # What ``uvicorn.run(..., workers=N)`` does, with this socket rather than one
+    # it binds (or takes by ``fd``: as a socket of unknown kind, whose connections
+    # asyncio leaves without TCP_NODELAY, and every answer waits ~40 ms for an ACK).
+    from uvicorn.supervisors import Multiprocess
+
+    Multiprocess(config, sockets=[sock]).run()
 
 
 def endpoint_url(sock: socket.socket) -> str:
@@ -773,12 +779,13 @@ __all__ = [
     "AccessLog",
     "ApiKeyMiddleware",
     "HttpLimits",
-    "KeyedSessionManager",
+    "app_from_environment",
     "build_server",
     "configure_logging",
     "describe",
     "http_app",
     "serve_http",
+    "serve_processes",
     "serve_stdio",
     "tool_result",
 ]

@@ -1,9 +1,9 @@
-"""How a server runs tool calls, on whichever side of a process it runs them.
+"""How a server runs: its settings, how many processes, which calls are which.
 
-What ``mcp_calls`` (the server's threads) and ``mcp_workers`` (its worker
-processes) share, without the MCP SDK: which tools are lookups and which
-search, how long a search keeps its turn, how many threads there are, and
-a call's answer as the JSON-RPC response the SDK would send.
+Without the MCP SDK: ``cli/serve.py`` reads this before it loads the SDK,
+and each of uvicorn's worker processes reads its ``ServeSettings`` from the
+environment ``serve`` started it with (``SETTINGS_ENV``), since uvicorn
+starts a worker from an import string, not from objects of the parent.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import orjson
@@ -47,24 +48,52 @@ SEARCHES = frozenset({"research_chunk_search"})
 #: running lets the next one start beside it.
 SEARCH_TURN_S = 0.1
 
+#: Where ``serve`` leaves the ``ServeSettings`` (as JSON) for its worker processes.
+SETTINGS_ENV = "RESEARCHSTORE_SERVE_SETTINGS"
+
 
 def search_threads_default() -> int:
     """As many searches at once as there are cores (at least two): more only share them."""
     return max(2, os.cpu_count() or 2)
 
 
-#: A call's answer as its envelope (the SDK's handler encodes it), not as the
-#: JSON-RPC response to a request of this id (``answer_as``).
-ENVELOPE = None
+def default_workers() -> int:
+    """One server process per core: a process runs one thread of Python at a time."""
+    return os.cpu_count() or 1
 
 
-def answer_as(request_id: str | int | None, tool_name: str, envelope: dict[str, Any]) -> Any:
-    """``envelope`` itself (``ENVELOPE``), or the encoded JSON-RPC response to
-    request ``request_id`` whose result it is."""
-    if request_id is ENVELOPE:
-        return envelope
-    response = {"jsonrpc": "2.0", "id": request_id, "result": tool_result_json(tool_name, envelope)}
-    return dumps(response)
+@dataclass(frozen=True, slots=True)
+class ServeSettings:
+    """What every process of ``serve --transport http`` serves, and how.
+
+    The bounds on a key (``requests_per_key``, ``calls_per_key``) are kept
+    by each process for itself: with N processes a key may have N times as
+    many in flight in all (the processes share nothing but the store file).
+    """
+
+    store: str
+    profile: str = "core"
+    #: The address the socket is bound to: the Host check follows it.
+    host: str = "127.0.0.1"
+    #: The access log's file (appended to by every process), None for stderr.
+    access_log: str | None = None
+    requests_per_key: int = 256
+    calls_per_key: int = 8
+    max_request_bytes: int = 1024 * 1024
+
+    def to_environment(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_environment(cls) -> ServeSettings:
+        """The settings ``serve`` left for this process (``SETTINGS_ENV``)."""
+        text = os.environ.get(SETTINGS_ENV)
+        if not text:
+            raise RuntimeError(
+                f"{SETTINGS_ENV} is not set: this app is started by 'researchstore serve'"
+            )
+        settings: dict[str, Any] = json.loads(text)
+        return cls(**settings)
 
 
 def dumps(value: Any) -> bytes:
@@ -79,7 +108,7 @@ def dumps(value: Any) -> bytes:
 
 
 def tool_result_json(tool_name: str, envelope: dict[str, Any]) -> dict[str, Any]:
-    """``tool_result`` as the SDK writes it (``model_dump`` without the unset fields)."""
+    """An envelope as an MCP tool result's fields: structured, with a text copy."""
     structured = contracts.structured_content(tool_name, envelope)
     return {
         "content": [{"type": "text", "text": dumps(structured).decode()}],

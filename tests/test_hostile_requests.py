@@ -2,9 +2,9 @@
 
 An argument name that is a lone surrogate, and arguments nested a thousand
 deep, get ``invalid_input`` (or, for a body nested past what the server
-parses, HTTP 400), by ``Store.call``, over HTTP in process (the direct
-path and the SDK's) and from a real ``serve`` with worker processes, and
-leave no traceback in the log. Servers bound to loopback by any spelling
+parses, HTTP 400), by ``Store.call``; over HTTP (in process, and from a
+real ``serve``) the SDK refuses the surrogate name as invalid params, and
+nothing leaves a traceback in the log. Servers bound to loopback by any spelling
 (``web`` and ``serve --transport http`` alike) answer only requests that
 name loopback (DNS rebinding).
 """
@@ -19,18 +19,25 @@ import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from helpers import CLI, MCP_ACCEPT, mcp_headers, mcp_http_server, mcp_open_session
+from helpers import (
+    CLI,
+    MCP_ACCEPT,
+    mcp_headers,
+    mcp_http_server,
+    mcp_open_session,
+    session_of,
+)
 from starlette.testclient import TestClient
 
 from researchstore import Store
 from researchstore.auth import create_key
-from researchstore.mcp_server import HttpLimits, http_app
+from researchstore.mcp_server import http_app
 from researchstore.web import web_app
 
 LONE_SURROGATE = json.loads('"\\ud800"')
@@ -106,7 +113,7 @@ def test_arguments_as_deep_as_a_tool_takes_are_served(served: Served) -> None:
     assert "result" in envelope, envelope
 
 
-# -- 9. over HTTP, in process: the direct path and the SDK's ----------------------
+# -- 9. over HTTP, in process: the SDK's stateless HTTP behind our checks ------------
 
 
 @contextmanager
@@ -129,19 +136,18 @@ def no_traceback(caplog: pytest.LogCaptureFixture) -> None:
 
 
 @contextmanager
-def mcp_client(served: Served, *, direct: bool) -> Iterator[tuple[TestClient, str]]:
-    app = http_app(served.store, limits=replace(HttpLimits(), direct_calls=direct))
+def mcp_client(served: Served) -> Iterator[tuple[TestClient, str]]:
+    app = http_app(served.store)
     with TestClient(app, base_url="http://127.0.0.1") as client:
         opened = mcp_open_session(client, URL, served.key)
         assert opened.status_code == 200, opened.text
-        yield client, opened.headers["mcp-session-id"]
+        yield client, session_of(opened)
 
 
-@pytest.mark.parametrize("direct", [True, False], ids=["direct", "sdk"])
 def test_a_body_nested_a_thousand_deep_is_a_400_without_a_traceback(
-    served: Served, direct: bool, caplog: pytest.LogCaptureFixture
+    served: Served, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with sdk_log(caplog), mcp_client(served, direct=direct) as (client, session):
+    with sdk_log(caplog), mcp_client(served) as (client, session):
         headers = mcp_headers(served.key, session)
         response = client.post(URL, content=call_body(deep_arguments(DEEP)), headers=headers)
         assert response.status_code == 400, response.text
@@ -155,11 +161,10 @@ def test_a_body_nested_a_thousand_deep_is_a_400_without_a_traceback(
     no_traceback(caplog)
 
 
-@pytest.mark.parametrize("direct", [True, False], ids=["direct", "sdk"])
 def test_arguments_nested_past_the_tools_bound_are_invalid_input_over_http(
-    served: Served, direct: bool, caplog: pytest.LogCaptureFixture
+    served: Served, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with sdk_log(caplog), mcp_client(served, direct=direct) as (client, session):
+    with sdk_log(caplog), mcp_client(served) as (client, session):
         response = client.post(
             URL,
             content=call_body(deep_arguments(40)),
@@ -171,24 +176,11 @@ def test_arguments_nested_past_the_tools_bound_are_invalid_input_over_http(
     no_traceback(caplog)
 
 
-def test_a_lone_surrogate_argument_name_is_invalid_input_over_http(
-    served: Served, caplog: pytest.LogCaptureFixture
-) -> None:
-    with sdk_log(caplog), mcp_client(served, direct=True) as (client, session):
-        response = client.post(
-            URL, content=call_body(SURROGATE_NAMED), headers=mcp_headers(served.key, session)
-        )
-        assert response.status_code == 200, response.text
-        error = invalid(response.json()["result"]["structuredContent"])
-        assert error["field"] == "\\ud800"
-    no_traceback(caplog)
-
-
 def test_the_sdk_refuses_a_lone_surrogate_as_invalid_params(
     served: Served, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Without the direct path the SDK validates the request itself: invalid params."""
-    with sdk_log(caplog), mcp_client(served, direct=False) as (client, session):
+    """The SDK validates the request before the tool sees it: invalid params."""
+    with sdk_log(caplog), mcp_client(served) as (client, session):
         response = client.post(
             URL, content=call_body(SURROGATE_NAMED), headers=mcp_headers(served.key, session)
         )
@@ -197,16 +189,12 @@ def test_the_sdk_refuses_a_lone_surrogate_as_invalid_params(
     no_traceback(caplog)
 
 
-@pytest.mark.parametrize("direct", [True, False], ids=["direct", "sdk"])
-def test_a_hostile_tool_name_is_refused_and_leaves_one_log_line(
-    served: Served, direct: bool
-) -> None:
+def test_a_hostile_tool_name_is_refused_and_leaves_one_log_line(served: Served) -> None:
     log = io.StringIO()
-    limits = replace(HttpLimits(), direct_calls=direct)
-    app = http_app(served.store, limits=limits, access_log=log)
+    app = http_app(served.store, access_log=log)
     names = ["\\ud800", "x status=200 result=ok\\n2026-01-01T00:00:00.000Z key=forged"]
     with TestClient(app, base_url="http://127.0.0.1") as client:
-        session = mcp_open_session(client, URL, served.key).headers["mcp-session-id"]
+        session = session_of(mcp_open_session(client, URL, served.key))
         for name in names:
             body = call_body("{}").replace(b'"research_get_chunk"', f'"{name}"'.encode())
             response = client.post(URL, content=body, headers=mcp_headers(served.key, session))
@@ -234,11 +222,10 @@ def test_the_body_depth_scan_skips_strings_and_stays_linear() -> None:
     assert not nests_deeper('"\\' * 200_000, 4)
 
 
-@pytest.mark.parametrize("direct", [True, False], ids=["direct", "sdk"])
 def test_a_body_that_is_not_text_is_a_400_without_a_traceback(
-    served: Served, direct: bool, caplog: pytest.LogCaptureFixture
+    served: Served, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with sdk_log(caplog), mcp_client(served, direct=direct) as (client, session):
+    with sdk_log(caplog), mcp_client(served) as (client, session):
         headers = mcp_headers(served.key, session)
         latin1 = call_body('{"chunk_id":"x"}').replace(b'"x"', b'"\xff"')
         response = client.post(URL, content=latin1, headers=headers)
@@ -272,10 +259,10 @@ def test_a_real_server_answers_hostile_calls_as_invalid_input(
     with httpx.Client(timeout=30) as client:
         opened = mcp_open_session(client, address, served.key)
         assert opened.status_code == 200, opened.text
-        headers = mcp_headers(served.key, opened.headers["mcp-session-id"])
+        headers = mcp_headers(served.key, session_of(opened))
         named = client.post(address, content=call_body(SURROGATE_NAMED), headers=headers)
         assert named.status_code == 200, named.text
-        invalid(named.json()["result"]["structuredContent"])
+        assert named.json()["error"]["code"] == -32602  # the SDK's invalid params
         deep = client.post(address, content=call_body(deep_arguments(DEEP)), headers=headers)
         assert deep.status_code == 400, deep.text
         middling = client.post(address, content=call_body(deep_arguments(40)), headers=headers)

@@ -32,6 +32,7 @@ from helpers import (
     load_schema,
     mcp_http_server,
     mcp_http_session,
+    session_of,
 )
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
@@ -529,20 +530,18 @@ def test_http_refuses_missing_wrong_and_revoked_keys(sample: Sample, http_url: s
             )
         accepted = client.post(http_url, json=initialize, headers={**accept, "x-api-key": live})
         assert accepted.status_code == 200
-        session_id = accepted.headers["mcp-session-id"]
+        assert session_of(accepted) == ""  # stateless: each request stands on its own
         call = {
             "jsonrpc": "2.0",
             "id": 2,
             "method": "tools/call",
             "params": {"name": "research_get_chunk", "arguments": {"chunk_id": "x"}},
         }
-        session = {**accept, "mcp-session-id": session_id, "mcp-protocol-version": "2025-06-18"}
-        # A session opened with one key cannot be used without it, or with another.
-        assert client.post(http_url, json=call, headers=session).status_code == 401
-        other = client.post(
-            http_url, json=call, headers={**session, "x-api-key": sample.keys["reader"]}
-        )
-        assert other.status_code == 404
+        headers = {**accept, "mcp-protocol-version": "2025-06-18"}
+        # So every call needs its key, whoever initialized.
+        assert client.post(http_url, json=call, headers=headers).status_code == 401
+        other = client.post(http_url, json=call, headers={**headers, "x-api-key": live})
+        assert other.status_code == 200
         # Bound to loopback, a foreign Host header is refused (DNS rebinding).
         foreign = client.post(
             http_url, json=initialize, headers={**accept, "x-api-key": live, "host": "evil.example"}

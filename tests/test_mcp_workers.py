@@ -1,50 +1,37 @@
-"""The HTTP server's worker processes (``mcp_workers``): the same answers on every core.
+"""``serve --transport http --workers N``: uvicorn's worker processes, the same answers.
 
-A served store's read calls go to worker processes forked by ``serve``; each
-opens the store read-only. Their answers are the server's own, field for
-field; a worker that ends fails only the calls it held, telling them to call
-again, and leaves the rest to the others, then to the server itself; a call
-that runs long runs at a lower CPU priority until it ends; the server's end
-is its workers' end. Every test runs a real ``researchstore serve`` and its
-real workers, over a real store.
+Each worker process is started by uvicorn from ``mcp_server.APP_FACTORY``
+and serves the SDK's stateless streamable HTTP on the one port, over the
+store it opens itself. Their answers are one process's answers, field for
+field; a key revoked through any connection is refused by every process; a
+worker that dies is replaced; a call whose id no answer can carry is
+refused, and no number of them stops the others or SIGTERM. Every test runs
+a real ``researchstore serve`` and its real workers, over a real store.
 """
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import os
-import re
 import signal
-import socket
-import threading
+import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from helpers import (
+    CLI,
     FIXTURE_SOURCE,
     OTHER_WORKSPACE,
     WORKSPACE,
     mcp_headers,
     mcp_http_server,
-    mcp_open_session,
-    program,
 )
 
 from researchstore import Store
-from researchstore.auth import create_key
-from researchstore.mcp_workers import (
-    LANE_DEPTH,
-    LONG_CALL_NICE,
-    SEARCH_NICE,
-    NoWorker,
-    WorkerPool,
-    _Worker,
-)
+from researchstore.auth import create_key, revoke_key
 
 #: How long a test waits for an event that should come at once before failing.
 PATIENCE_S = 60
@@ -57,11 +44,11 @@ def wait_for(done: Any, what: str) -> None:
     deadline = time.monotonic() + PATIENCE_S
     while not done():
         assert time.monotonic() < deadline, f"still waiting for {what}"
-        time.sleep(0.01)
+        time.sleep(0.05)
 
 
 class Served:
-    """A store of the fixtures with two keys: one for any workspace, one for another."""
+    """A store of the fixtures with three keys: any workspace, another, one workspace."""
 
     def __init__(self, folder: Path) -> None:
         self.db = folder / "research.db"
@@ -75,18 +62,6 @@ class Served:
             self.other_key = create_key(store, label="other", workspaces=[OTHER_WORKSPACE])
             self.keys = [self.key, self.other_key, create_key(store, workspaces=[WORKSPACE])]
         self.folder = folder
-        self.holds = folder / "holds"
-        self.holds.mkdir()
-
-    @property
-    def slow_cli(self) -> list[str]:
-        return [*program("slow_server"), str(self.holds)]
-
-    def started(self, query: str) -> bool:
-        return (self.holds / f"started-{query.replace(' ', '-')}").exists()
-
-    def release(self) -> None:
-        (self.holds / "release").touch()
 
 
 @pytest.fixture
@@ -94,55 +69,66 @@ def served(tmp_path: Path) -> Served:
     return Served(tmp_path)
 
 
-def call(
-    client: httpx.Client, url: str, key: str, session: str, tool: str, **arguments: Any
-) -> Any:
-    """One ``tools/call`` in an open session: its JSON-RPC ``result``."""
+def call(client: httpx.Client, url: str, key: str, tool: str, **arguments: Any) -> Any:
+    """One ``tools/call``: its JSON-RPC ``result``."""
     message = {
         "jsonrpc": "2.0",
         "id": next(_ids),
         "method": "tools/call",
         "params": {"name": tool, "arguments": arguments},
     }
-    response = client.post(url, json=message, headers=mcp_headers(key, session), timeout=120)
+    response = client.post(url, json=message, headers=mcp_headers(key, ""), timeout=120)
     assert response.status_code == 200, response.text
     return response.json()["result"]
 
 
-def open_session(client: httpx.Client, url: str, key: str) -> str:
-    response = mcp_open_session(client, url, key)
-    assert response.status_code == 200, response.text
-    return str(response.headers["mcp-session-id"])
-
-
-def worker_pids(log: Path) -> list[int]:
-    """The server's worker processes, as it announced them."""
-    found = re.search(
-        r"worker processes answer the read tools' calls \(pids ([\d, ]+)\)", log.read_text()
-    )
-    assert found, log.read_text()
-    return [int(pid) for pid in found.group(1).split(", ")]
-
-
-def running(pid: int) -> bool:
-    """Whether ``pid`` is a process still running (not ended, not a zombie)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
-def thread_nice_values(pid: int) -> list[int]:
-    """The nice value of each of ``pid``'s threads."""
-    values = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` and that still run."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
         try:
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
-            continue  # the thread ended meanwhile
-        values.append(int(fields[16]))
-    return values
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def serve_pid(db: Path) -> int:
+    """The ``serve`` process serving ``db`` (started by ``mcp_http_server``)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"serve" in argv and str(db).encode() in argv:
+            return int(entry.name)
+    raise AssertionError(f"no serve process for {db}")
+
+
+def workers_of(db: Path, count: int) -> list[int]:
+    """The worker processes of the ``serve`` of ``db``, once ``count`` run.
+
+    multiprocessing's ``spawn`` also starts its resource tracker: a worker is a
+    child that loads the app, named as uvicorn names it in its command line.
+    """
+    parent = serve_pid(db)
+
+    def workers() -> list[int]:
+        return [
+            pid
+            for pid in children(parent)
+            if b"multiprocessing.spawn" in Path(f"/proc/{pid}/cmdline").read_bytes()
+            and b"resource_tracker" not in Path(f"/proc/{pid}/cmdline").read_bytes()
+        ]
+
+    wait_for(lambda: len(workers()) == count, f"{count} workers")
+    return workers()
 
 
 def calls_of(served: Served) -> list[tuple[str, dict[str, Any]]]:
@@ -170,24 +156,24 @@ def calls_of(served: Served) -> list[tuple[str, dict[str, Any]]]:
 
 
 def answers(url: str, served: Served) -> list[Any]:
-    """Every call of ``calls_of`` by both keys, in one session each."""
+    """Every call of ``calls_of`` by every key, each on a connection of its own."""
     results = []
-    with httpx.Client() as client:
-        for key in served.keys:
-            session = open_session(client, url, key)
-            for tool, arguments in calls_of(served):
-                results.append(call(client, url, key, session, tool, **arguments))
+    for key in served.keys:
+        for tool, arguments in calls_of(served):
+            with httpx.Client() as client:  # a new connection: any worker may take it
+                results.append(call(client, url, key, tool, **arguments))
     return results
 
 
 @pytest.mark.slow
-def test_workers_answer_every_read_tool_as_the_server_itself_does(served: Served) -> None:
+def test_workers_answer_every_read_tool_as_one_process_does(served: Served) -> None:
     log_workers, log_alone = served.folder / "workers.log", served.folder / "alone.log"
     with mcp_http_server(served.db, log_workers, "--workers", "2") as url:
-        assert len(worker_pids(log_workers)) == 2
+        assert "2 worker processes serve the port" in log_workers.read_text()
+        workers_of(served.db, 2)
         through_workers = answers(url, served)
-    with mcp_http_server(served.db, log_alone, "--workers", "0") as url:
-        assert "the server process answers every call" in log_alone.read_text()
+    with mcp_http_server(served.db, log_alone, "--workers", "1") as url:
+        assert "one process serves the port" in log_alone.read_text()
         alone = answers(url, served)
     assert through_workers == alone
     assert through_workers[0]["structuredContent"]["result"]["hits"]  # a real search
@@ -196,218 +182,111 @@ def test_workers_answer_every_read_tool_as_the_server_itself_does(served: Served
 
 
 @pytest.mark.slow
-def test_a_worker_that_ends_leaves_its_calls_to_the_others_then_to_the_server(
+def test_a_key_revoked_through_another_connection_is_refused_by_every_worker(
     served: Served,
 ) -> None:
+    with Store(served.db, progress=False) as store:
+        key = create_key(store, label="short-lived")
+    with mcp_http_server(served.db, served.folder / "server.log", "--workers", "2") as url:
+        workers_of(served.db, 2)
+        for _ in range(6):  # new connections, so that both workers check the key
+            with httpx.Client() as client:
+                assert not call(client, url, key, "research_get_chunk", chunk_id=served.chunk_id)[
+                    "isError"
+                ]
+        with Store(served.db, progress=False, open_indexes=False) as other:
+            assert revoke_key(other, key)
+        for _ in range(6):
+            with httpx.Client() as client:
+                response = client.post(
+                    url,
+                    json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                    headers=mcp_headers(key, ""),
+                )
+                assert response.status_code == 401, response.text
+
+
+@pytest.mark.slow
+def test_a_worker_that_dies_is_replaced_and_the_others_answer_meanwhile(served: Served) -> None:
     log = served.folder / "server.log"
-    with mcp_http_server(served.db, log, "--workers", "2") as url, httpx.Client() as client:
-        session = open_session(client, url, served.key)
-        expected = call(client, url, served.key, session, "research_chunk_search", query=QUERY)
-        first, second = worker_pids(log)
+    with mcp_http_server(served.db, log, "--workers", "2") as url:
+        first, second = workers_of(served.db, 2)
         os.kill(first, signal.SIGKILL)
-        # A call sent in the moment before the server sees its end would be told to
-        # call again (it might have been what ended it): the notice comes first.
-        wait_for(lambda: "its calls go to the other 1" in log.read_text(), "the first notice")
-        for _ in range(20):  # whichever worker a call would have gone to
-            assert call(client, url, served.key, session, "research_chunk_search", query=QUERY) == (
-                expected
-            )
-            got = call(
-                client, url, served.key, session, "research_get_chunk", chunk_id=served.chunk_id
-            )
-            assert not got["isError"]
-        os.kill(second, signal.SIGKILL)
-        wait_for(
-            lambda: "the server answers every call itself from now on" in log.read_text(),
-            "the second notice",
+        for _ in range(10):  # whichever worker takes the connection
+            with httpx.Client() as client:
+                found = call(client, url, served.key, "research_chunk_search", query=QUERY)
+                assert found["structuredContent"]["result"]["hits"]
+        replaced = workers_of(served.db, 2)
+        assert second in replaced and first not in replaced
+    assert "Traceback" not in log.read_text()
+
+
+#: A ``tools/call`` whose id is half a surrogate pair, as raw JSON (``\ud800``).
+SURROGATE_ID_CALL = (
+    b'{"jsonrpc":"2.0","id":"\\ud800","method":"tools/call",'
+    b'"params":{"name":"research_get_chunk","arguments":{"chunk_id":"x"}}}'
+)
+
+
+@pytest.mark.slow
+def test_calls_whose_id_is_a_lone_surrogate_are_answered_and_stop_nothing(
+    served: Served,
+) -> None:
+    """Once such calls hung their worker thread for good: 8 locked a key out, 32 every
+    key's lookups, and then SIGTERM no longer stopped ``serve``."""
+    log = served.folder / "server.log"
+    command = [*CLI, "serve", str(served.db), "--transport", "http", "--port", "0"]
+    with open(log, "w") as errors:
+        server = subprocess.Popen(
+            [*command, "--workers", "2"], stdout=subprocess.DEVNULL, stderr=errors
         )
-        for _ in range(5):
-            assert call(client, url, served.key, session, "research_chunk_search", query=QUERY) == (
-                expected
-            )
-    text = log.read_text()
-    assert f"(pid {first}) stopped" in text and "killed by signal 9" in text
-    assert "Traceback" not in text
-
-
-@pytest.mark.slow
-def test_a_call_whose_worker_ends_is_told_to_call_again(served: Served) -> None:
-    log = served.folder / "server.log"
-    with (
-        mcp_http_server(served.db, log, "--workers", "1", cli=served.slow_cli) as url,
-        httpx.Client() as client,
-    ):
-        session = open_session(client, url, served.key)
-        outcome: dict[str, Any] = {}
-
-        def held_search() -> None:
-            outcome["result"] = call(
-                client, url, served.key, session, "research_chunk_search", query="hold a"
-            )
-
-        thread = threading.Thread(target=held_search)
-        thread.start()
-        try:
-            wait_for(lambda: served.started("hold a"), "the held search to start")
-            (worker,) = worker_pids(log)
-            os.kill(worker, signal.SIGKILL)
-            thread.join(PATIENCE_S)
-        finally:
-            served.release()
-            thread.join(PATIENCE_S)
-        result = outcome["result"]
-        assert result["isError"]
-        error = result["structuredContent"]["error"]
-        assert error["code"] == "internal"
-        assert f"(pid {worker}) ended before it answered" in error["message"]
-        assert error["message"].endswith("Make the call again")
-        # The server answers the same call itself now.
-        again = call(client, url, served.key, session, "research_chunk_search", query="hold a")
-        assert not again["isError"]
-
-
-@pytest.mark.slow
-def test_searches_run_at_a_lower_cpu_priority_than_lookups(served: Served) -> None:
-    """A lookup that wakes while searches keep every core busy runs first."""
-    log = served.folder / "server.log"
-    with (
-        mcp_http_server(served.db, log, "--workers", "2") as url,
-        httpx.Client() as client,
-    ):
-        session = open_session(client, url, served.key)
-        pids = worker_pids(log)
-        before = [thread_nice_values(pid) for pid in pids]
-        assert all(SEARCH_NICE not in values for values in before)
-        for _ in range(4):
-            found = call(client, url, served.key, session, "research_chunk_search", query=QUERY)
+    try:
+        wait_for(lambda: " at http://" in log.read_text(), "the server to listen")
+        url = log.read_text().split(" at ", 1)[1].split(" ", 1)[0]
+        headers = mcp_headers(served.key, "")
+        with httpx.Client(timeout=30) as client:
+            first = client.post(url, content=SURROGATE_ID_CALL, headers=headers)
+            assert first.status_code == 400, first.text
+            assert first.json()["error"]["code"] == -32600  # JSON-RPC's invalid request
+            for _ in range(32):
+                again = client.post(url, content=SURROGATE_ID_CALL, headers=headers)
+                assert again.status_code == 400, again.text
+            started = time.monotonic()
+            found = call(client, url, served.key, "research_get_chunk", chunk_id=served.chunk_id)
             assert not found["isError"]
-            got = call(
-                client, url, served.key, session, "research_get_chunk", chunk_id=served.chunk_id
-            )
-            assert not got["isError"]
-        after = [thread_nice_values(pid) for pid in pids]
-        # The searches' threads stay, at their priority; every other thread is as it was.
-        assert any(SEARCH_NICE in values for values in after)
-        assert all(set(values) <= {0, SEARCH_NICE} for values in after)
-
-
-@pytest.mark.slow
-def test_a_long_call_runs_at_a_lower_cpu_priority_until_it_ends(served: Served) -> None:
-    log = served.folder / "server.log"
-    with (
-        mcp_http_server(served.db, log, "--workers", "2", cli=served.slow_cli) as url,
-        httpx.Client() as client,
-    ):
-        session = open_session(client, url, served.key)
-        pids = worker_pids(log)
-        outcome: dict[str, Any] = {}
-
-        def held_search() -> None:
-            outcome["result"] = call(
-                client, url, served.key, session, "research_chunk_search", query="hold b"
-            )
-
-        thread = threading.Thread(target=held_search)
-        thread.start()
-        try:
-            wait_for(lambda: served.started("hold b"), "the held search to start")
-            wait_for(
-                lambda: any(LONG_CALL_NICE in thread_nice_values(pid) for pid in pids),
-                "the long call's thread to be lowered",
-            )
-            lowered = [pid for pid in pids if LONG_CALL_NICE in thread_nice_values(pid)]
-            assert len(lowered) == 1 and thread_nice_values(lowered[0]).count(LONG_CALL_NICE) == 1
-            # Calls beside it are answered meanwhile, by the other worker, at full priority.
-            got = call(
-                client, url, served.key, session, "research_get_chunk", chunk_id=served.chunk_id
-            )
-            assert not got["isError"] and thread.is_alive()
-        finally:
-            served.release()
-            thread.join(PATIENCE_S)
-        assert not outcome["result"]["isError"]
-        # Raised back when it ended (or, where that is not allowed, its thread ended).
-        wait_for(
-            lambda: all(LONG_CALL_NICE not in thread_nice_values(pid) for pid in pids),
-            "the lowered thread to be raised back",
-        )
-        assert all(running(pid) for pid in pids)
-        if os.geteuid() == 0:  # allowed to raise it back: to a search thread's own priority
-            assert SEARCH_NICE in thread_nice_values(lowered[0])
+            assert time.monotonic() - started < 5
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=20)  # promptly: within uvicorn's graceful shutdown
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    text = log.read_text()
+    assert "Traceback" not in text, text
 
 
 @pytest.mark.slow
 def test_the_server_ends_its_workers_when_it_stops(served: Served) -> None:
     log = served.folder / "server.log"
-    with mcp_http_server(served.db, log) as url, httpx.Client() as client:
-        cores = os.cpu_count() or 1
-        if cores == 1:
-            assert "the server process answers every call" in log.read_text()
-            pytest.skip("one core: the server has no workers by default")
-        pids = worker_pids(log)
-        assert len(pids) == cores  # one per core, the lookups' lane among them
-        session = open_session(client, url, served.key)
-        assert call(client, url, served.key, session, "research_chunk_search", query=QUERY)
+    with mcp_http_server(served.db, log, "--workers", "2") as url, httpx.Client() as client:
+        pids = workers_of(served.db, 2)
+        assert call(client, url, served.key, "research_chunk_search", query=QUERY)
     # mcp_http_server sent SIGTERM and waited for the server to exit.
-    wait_for(lambda: not any(running(pid) for pid in pids), "the workers to end")
+    wait_for(lambda: not any(Path(f"/proc/{pid}").exists() for pid in pids), "the workers to end")
     assert "Traceback" not in log.read_text()
 
 
-# -- where a call goes (no processes: the pool's choice alone) ------------------------
+def test_a_checked_key_is_refused_once_revoked_by_another_connection(served: Served) -> None:
+    """What lets every process cache keys: any commit to the file sends them back."""
+    from researchstore.auth import KeyCache
 
-
-@pytest.fixture
-def pool() -> Iterator[WorkerPool]:
-    sockets = [socket.socketpair() for _ in range(3)]
-    workers = [
-        _Worker(pid=-1, sock=ours, number=number) for number, (ours, _) in enumerate(sockets, 1)
-    ]
-    yield WorkerPool(workers)
-    for ours, theirs in sockets:
-        ours.close()
-        theirs.close()
-
-
-def _in_flight(worker: _Worker, count: int, *, sent_s_ago: float = 0.0) -> None:
-    loop = asyncio.new_event_loop()
-    try:
-        for _ in range(count):
-            call_id = len(worker.pending) + 1000 * worker.number
-            worker.pending[call_id] = loop.create_future()
-            worker.sent[call_id] = time.monotonic() - sent_s_ago
-    finally:
-        loop.close()
-
-
-def test_lookups_take_the_lane_and_searches_the_others(pool: WorkerPool) -> None:
-    lane, second, third = pool._workers
-    assert pool._pick("research_get_chunk") is lane
-    assert pool._pick("research_chunk_search") in (second, third)
-    _in_flight(second, 2)
-    assert pool._pick("research_chunk_search") is third
-    # Lookups overflow once LANE_DEPTH wait in the lane, to the least busy.
-    _in_flight(lane, LANE_DEPTH)
-    assert pool._pick("get_chunk_next") is third
-    # Searches overflow into the lane only when the others are far busier.
-    _in_flight(third, 3)
-    assert pool._pick("research_chunk_search") is second
-    _in_flight(second, LANE_DEPTH * 2)
-    _in_flight(third, LANE_DEPTH * 2)
-    assert pool._pick("research_chunk_search") is lane
-
-
-def test_a_worker_with_a_long_call_gets_no_other(pool: WorkerPool) -> None:
-    lane, second, third = pool._workers
-    _in_flight(second, 1, sent_s_ago=5.0)
-    for name in ("research_get_chunk", "research_chunk_search"):
-        assert pool._pick(name) is not second
-    _in_flight(lane, 1, sent_s_ago=5.0)
-    assert pool._pick("research_get_chunk") is third  # the lane is the next one free
-    # Searches keep out of the one lane left: to the least busy long call's worker.
-    _in_flight(second, 1, sent_s_ago=5.0)
-    assert pool._pick("research_chunk_search") is lane
-    _in_flight(third, 1, sent_s_ago=5.0)
-    assert pool._pick("research_get_chunk") is lane  # none free: all share again
-    lane.alive = second.alive = third.alive = False
-    with pytest.raises(NoWorker):
-        pool._pick("research_get_chunk")
+    with Store(served.db, progress=False) as store:
+        key = create_key(store, label="short-lived")
+        cache = KeyCache(store)
+        first = cache.authenticate(key)
+        assert first is not None
+        assert cache.authenticate(key) is first  # from the cache: the store is unchanged
+        assert cache.authenticate(key + "x") is None
+        with Store(served.db, progress=False, open_indexes=False) as other:
+            revoke_key(other, key)  # a commit from another connection
+        assert cache.authenticate(key) is None

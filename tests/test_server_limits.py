@@ -33,6 +33,7 @@ from helpers import (
     mcp_http_server,
     mcp_open_session,
     ok,
+    session_of,
 )
 
 from researchstore import Store
@@ -422,7 +423,7 @@ def test_an_oversized_request_body_is_refused_before_it_is_read(served: Served, 
 
     with httpx.Client(timeout=30) as client:
         opened = mcp_open_session(client, url, served.keys["a"])
-        session = opened.headers["mcp-session-id"]
+        session = session_of(opened)
         # The call that held the server for a minute: 3.6 MB of one tag value.
         flood = {"query": "varroa", "tags": {"audience": ["students"] * 300_000}}
         assert len(json.dumps(flood)) > HttpLimits().max_request_bytes
@@ -435,107 +436,60 @@ def test_an_oversized_request_body_is_refused_before_it_is_read(served: Served, 
         assert envelope["error"]["field"] == "tags"
         # And the server answers everyone as before.
         chunk = mcp_call(
-            client, url, served.keys["b"], mcp_open_session(client, url, served.keys["b"])
-            .headers["mcp-session-id"], "research_get_chunk", {"chunk_id": served.chunk_id}
-        )  # fmt: skip
+            client, url, served.keys["b"], "", "research_get_chunk", {"chunk_id": served.chunk_id}
+        )
         assert call_result(chunk)["result"]["chunk"]["chunk_id"] == served.chunk_id
 
 
-@pytest.mark.slow
-def test_one_key_cannot_take_every_session(served: Served, url: str) -> None:
-    from researchstore.mcp_server import HttpLimits
-
-    per_key = HttpLimits().sessions_per_key
-    flooder, other = served.keys["c"], served.keys["b"]
-    with httpx.Client(timeout=30) as client:
-        sessions = []
-        for _ in range(per_key):
-            opened = mcp_open_session(client, url, flooder)
-            assert opened.status_code == 200, opened.text
-            sessions.append(opened.headers["mcp-session-id"])
-        refused = mcp_open_session(client, url, flooder)
-        assert refused.status_code == 429
-        assert "sessions" in refused.json()["error"]["message"]
-        assert int(refused.headers["retry-after"]) >= 1
-        # Another key is not locked out, and the flooder's sessions still work.
-        opened = mcp_open_session(client, url, other)
-        assert opened.status_code == 200, opened.text
-        answer = mcp_call(
-            client, url, other, opened.headers["mcp-session-id"], "research_get_chunk",
-            {"chunk_id": served.chunk_id},
-        )  # fmt: skip
-        assert call_result(answer)["result"]["chunk"] is not None
-        answer = mcp_call(
-            client, url, flooder, sessions[0], "research_get_chunk", {"chunk_id": "missing"}
-        )
-        assert call_result(answer) == {"result": {"chunk": None}}
-        # A session ended by its client makes room for another.
-        ended = client.delete(url, headers=mcp_headers(flooder, sessions.pop()))
-        assert ended.status_code == 200
-        assert mcp_open_session(client, url, flooder).status_code == 200
-
-
-def open_stream(address: str, key: str, session_id: str) -> socket.socket:
-    """A GET stream of a session on a raw socket, once its answer has begun."""
+def held_request(address: str, key: str) -> socket.socket:
+    """A POST of ``key`` held in flight: its head sent, its body never finished."""
     host, port = address.split("/")[2].rsplit(":", 1)
-    headers = {**mcp_headers(key, session_id), "accept": "text/event-stream"}
-    head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+    head = "".join(f"{name}: {value}\r\n" for name, value in mcp_headers(key, "").items())
     sock = socket.create_connection((host, int(port)), timeout=30)
-    sock.sendall(f"GET /mcp HTTP/1.1\r\nhost: {host}:{port}\r\n{head}\r\n".encode())
-    assert sock.recv(64).startswith(b"HTTP/1.1 200"), "the stream did not open"
+    sock.sendall(
+        f"POST /mcp HTTP/1.1\r\nhost: {host}:{port}\r\n{head}content-length: 100\r\n\r\n{{".encode()
+    )
     return sock
 
 
 @pytest.mark.slow
 def test_one_key_cannot_hold_every_connection(served: Served, tmp_path: Path) -> None:
-    """A key's requests in flight (open streams here) are bounded for that key only."""
+    """A key's requests in flight (bodies never finished here) are bounded for that
+    key only; the bound is each process's, so one process serves this test."""
     key, other = served.keys["a"], served.keys["b"]
-    with mcp_http_server(served.db, tmp_path / "server.log", "--requests-per-key", "3") as address:
+    options = ("--requests-per-key", "3", "--workers", "1")
+    with mcp_http_server(served.db, tmp_path / "server.log", *options) as address:
         with httpx.Client(timeout=30) as client:
-            sessions = [
-                mcp_open_session(client, address, key).headers["mcp-session-id"] for _ in range(3)
-            ]
-            streams = [open_stream(address, key, session) for session in sessions]
+            # A GET stream holds nothing: there is none in stateless mode.
+            stream = client.get(
+                address, headers={**mcp_headers(key, ""), "accept": "text/event-stream"}
+            )
+            assert stream.status_code == 405, stream.text
+            held = [held_request(address, key) for _ in range(3)]
             try:
                 probe = {"chunk_id": served.chunk_id}
-                refused = mcp_call(client, address, key, sessions[0], "research_get_chunk", probe)
+                # Their heads reach the server before the probe does (a probe sent
+                # too soon would take a held request's place, and that one be refused).
+                time.sleep(1)
+                refused = mcp_call(client, address, key, "", "research_get_chunk", probe)
+                for sock in held:  # still in flight: none of them was answered
+                    sock.setblocking(False)
+                    with pytest.raises(BlockingIOError):
+                        sock.recv(1)
                 assert refused.status_code == 429, refused.text
                 assert "in flight" in refused.json()["error"]["message"]
-                opened = mcp_open_session(client, address, other)
-                assert opened.status_code == 200, opened.text
+                answer = mcp_call(client, address, other, "", "research_get_chunk", probe)
+                assert call_result(answer)["result"]["chunk"] is not None
             finally:
-                for stream in streams:
-                    stream.close()
+                for sock in held:
+                    sock.close()
             deadline = time.monotonic() + 10
-            while True:  # until the server has seen the streams close
-                answer = mcp_call(client, address, key, sessions[0], "research_get_chunk", probe)
+            while True:  # until the server has seen the held requests go
+                answer = mcp_call(client, address, key, "", "research_get_chunk", probe)
                 if answer.status_code != 429 or time.monotonic() > deadline:
                     break
                 time.sleep(0.05)
             assert call_result(answer)["result"]["chunk"] is not None
-
-
-@pytest.mark.slow
-def test_idle_sessions_expire_and_make_room(served: Served, tmp_path: Path) -> None:
-    options = ("--sessions-per-key", "1", "--session-idle-timeout", "0.5")
-    key = served.keys["a"]
-    with mcp_http_server(served.db, tmp_path / "server.log", *options) as address:
-        with httpx.Client(timeout=30) as client:
-            first = mcp_open_session(client, address, key)
-            assert first.status_code == 200
-            assert mcp_open_session(client, address, key).status_code == 429
-            deadline = time.monotonic() + 20
-            while True:
-                opened = mcp_open_session(client, address, key)
-                if opened.status_code == 200 or time.monotonic() > deadline:
-                    break
-                time.sleep(0.1)
-            assert opened.status_code == 200, opened.text
-            gone = mcp_call(
-                client, address, key, first.headers["mcp-session-id"], "research_get_chunk",
-                {"chunk_id": served.chunk_id},
-            )  # fmt: skip
-            assert gone.status_code == 404
 
 
 @pytest.mark.slow
@@ -548,7 +502,7 @@ def test_a_server_on_another_loopback_address_answers_requests_addressed_to_it(
             opened = mcp_open_session(client, address, served.keys["a"])
             assert opened.status_code == 200, opened.text
             answer = mcp_call(
-                client, address, served.keys["a"], opened.headers["mcp-session-id"],
+                client, address, served.keys["a"], session_of(opened),
                 "research_get_chunk", {"chunk_id": served.chunk_id},
             )  # fmt: skip
             assert call_result(answer)["result"]["chunk"] is not None
@@ -589,7 +543,7 @@ def test_a_client_that_goes_away_leaves_no_traceback(served: Served, tmp_path: P
         anyio.run(come_and_go)
         host, port = address.split("/")[2].rsplit(":", 1)
         with httpx.Client(timeout=30) as client:
-            session_id = mcp_open_session(client, address, key).headers["mcp-session-id"]
+            session_id = session_of(mcp_open_session(client, address, key))
         headers = mcp_headers(key, session_id)
         call = json.dumps(
             {"jsonrpc": "2.0", "id": 9, "method": "tools/call",
@@ -611,7 +565,8 @@ def test_a_client_that_goes_away_leaves_no_traceback(served: Served, tmp_path: P
             # Still serving.
             opened = mcp_open_session(client, address, key)
             assert opened.status_code == 200
-            assert client.delete(address, headers=mcp_headers(key, session_id)).status_code == 200
+            # Stateless: no session to end.
+            assert client.delete(address, headers=mcp_headers(key, session_id)).status_code == 405
         time.sleep(0.5)
     text = log.read_text()
     assert "Traceback" not in text, text
@@ -635,7 +590,7 @@ def test_every_http_request_is_one_line_of_the_access_log(
     key = served.keys["b"]
     with httpx.Client(timeout=30) as client:
         assert client.post(url, json={}, headers={**MCP_ACCEPT, "x-api-key": "rsk_x"}).status_code
-        session = mcp_open_session(client, url, key).headers["mcp-session-id"]
+        session = session_of(mcp_open_session(client, url, key))
         found = mcp_call(client, url, key, session, "research_get_chunk", {"chunk_id": "z"})
         assert found.status_code == 200
         refused = mcp_call(client, url, key, session, "get_chunk_next", {"id": "z", "count": 0})
@@ -669,10 +624,9 @@ def test_serve_shows_the_limits_it_applies() -> None:
     from researchstore.mcp_server import HttpLimits
 
     defaults = HttpLimits()
-    assert serve_command.MAX_SESSIONS == defaults.max_sessions
-    assert serve_command.SESSIONS_PER_KEY == defaults.sessions_per_key
-    assert serve_command.SESSION_IDLE_TIMEOUT_S == defaults.session_idle_timeout_s
     assert serve_command.REQUESTS_PER_KEY == defaults.requests_per_key
+    assert serve_command.CALLS_PER_KEY == defaults.calls_per_key
     shown = CliRunner().invoke(main, ["serve", "--help"]).output
-    for option in ("--access-log", "--sessions-per-key", "--max-sessions", "--requests-per-key"):
+    for option in ("--access-log", "--requests-per-key", "--calls-per-key", "--workers"):
         assert option in shown
+    assert "in each server process" in " ".join(shown.split())

@@ -6,10 +6,8 @@ The MCP SDK is imported inside ``serve`` only: every other command, and
 
 from __future__ import annotations
 
-import contextlib
 import signal
-import sys
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING
 
 import click
 
@@ -19,16 +17,13 @@ from researchstore.params import PROFILES, TRANSPORTS
 from researchstore.principal import ANY_WORKSPACE, SCOPES
 
 if TYPE_CHECKING:
-    from researchstore.mcp_server import HttpLimits
-    from researchstore.mcp_workers import WorkerPool
-    from researchstore.store import Store
+    from researchstore.library import Library
+    from researchstore.serving import ServeSettings
 
 #: The defaults of ``mcp_server.HttpLimits``, here too so that ``--help`` can
 #: show them without loading the MCP SDK (a test keeps the two the same).
-MAX_SESSIONS = 1000
-SESSIONS_PER_KEY = 64
-SESSION_IDLE_TIMEOUT_S = 300.0
 REQUESTS_PER_KEY = 256
+CALLS_PER_KEY = 8
 
 
 @click.command()
@@ -69,43 +64,27 @@ REQUESTS_PER_KEY = 256
     "tool, status, ms) to FILE instead of stderr.",
 )
 @click.option(
-    "--sessions-per-key",
-    type=click.IntRange(1),
-    default=SESSIONS_PER_KEY,
-    show_default=True,
-    help="Over HTTP, the MCP sessions one API key may hold open at once.",
-)
-@click.option(
-    "--max-sessions",
-    type=click.IntRange(1),
-    default=MAX_SESSIONS,
-    show_default=True,
-    help="Over HTTP, the MCP sessions open at once, all keys together.",
-)
-@click.option(
-    "--session-idle-timeout",
-    type=click.FloatRange(0, min_open=True),
-    default=SESSION_IDLE_TIMEOUT_S,
-    show_default=True,
-    metavar="SECONDS",
-    help="Over HTTP, end a session that has had no request for this long.",
-)
-@click.option(
     "--requests-per-key",
     type=click.IntRange(1),
     default=REQUESTS_PER_KEY,
     show_default=True,
-    help="Over HTTP, the requests one API key may have in flight at once.",
+    help="Over HTTP, the requests one API key may have in flight at once, in each server process.",
+)
+@click.option(
+    "--calls-per-key",
+    type=click.IntRange(1),
+    default=CALLS_PER_KEY,
+    show_default=True,
+    help="Over HTTP, the tool calls one API key may run at once, in each server "
+    "process (more wait their turn).",
 )
 @click.option(
     "--workers",
-    type=click.IntRange(0),
+    type=click.IntRange(1),
     default=None,
     metavar="N",
-    help="Over HTTP, worker processes answering the read tools' calls, so that calls "
-    "use every core [default: one per core, none on one core]; "
-    "0 answers every "
-    "call in the server process.",
+    help="Over HTTP, uvicorn worker processes serving the port, so that calls use "
+    "every core [default: one per core]; 1 serves in this process.",
 )
 def serve(
     store_path: str,
@@ -114,10 +93,8 @@ def serve(
     port: int,
     profile: str,
     access_log: str | None,
-    sessions_per_key: int,
-    max_sessions: int,
-    session_idle_timeout: float,
     requests_per_key: int,
+    calls_per_key: int,
     workers: int | None,
 ) -> None:
     """Serve STORE's tools to MCP clients (stdio, or HTTP with an x-api-key).
@@ -127,119 +104,82 @@ def serve(
     a line of the access log.
     """
     from researchstore.embedding import bound_query_threads
-    from researchstore.mcp_server import HttpLimits
+    from researchstore.serving import ServeSettings, default_workers
 
     bound_query_threads()  # a server embeds queries only, each on few threads
-    limits = HttpLimits(
-        max_sessions=max_sessions,
-        sessions_per_key=sessions_per_key,
-        session_idle_timeout_s=session_idle_timeout,
-        requests_per_key=requests_per_key,
-    )
-    from researchstore.mcp_workers import WorkerPool, default_workers
-
-    pool = None
-    if transport == "http":
-        count = default_workers() if workers is None else workers
-        if count:
-            # Before anything opens or starts a thread: a fork copies one thread.
-            try:
-                pool = WorkerPool.fork(store_path, profile=profile, count=count)
-            except (RuntimeError, OSError) as error:
-                click.echo(f"researchstore: no worker processes ({error})", err=True)
     try:
-        with stopping_on_signals(), open_store(store_path) as store:
-            _serve(store, store_path, transport, host, port, profile, access_log, limits, pool)
+        with stopping_on_signals():
+            if transport == "stdio":
+                with open_store(store_path) as store:
+                    _serve_stdio(store, profile)
+                return
+            settings = ServeSettings(
+                store=store_path,
+                profile=profile,
+                host=host,
+                access_log=access_log,
+                requests_per_key=requests_per_key,
+                calls_per_key=calls_per_key,
+            )
+            _serve_http(settings, port, default_workers() if workers is None else workers)
     except KeyboardInterrupt as stop:
         # Stopped as a server is: the store was closed (and checkpointed) on the way out.
         signum = stop.signum if isinstance(stop, Interrupted) else signal.SIGINT
         raise click.exceptions.Exit(128 + signum) from None
-    finally:
-        if pool is not None:
-            pool.close()
 
 
-def _serve(
-    store: Store,
-    store_path: str,
-    transport: str,
-    host: str,
-    port: int,
-    profile: str,
-    access_log: str | None,
-    limits: HttpLimits,
-    pool: WorkerPool | None,
-) -> None:
+def _serve_stdio(store: Library, profile: str) -> None:
     import anyio
 
-    from researchstore.auth import list_keys
-    from researchstore.mcp_server import (
-        bind_socket,
-        endpoint_url,
-        http_app,
-        serve_http,
-        serve_stdio,
-    )
+    from researchstore.mcp_server import serve_stdio
 
-    if transport == "stdio":
-        store.warm_query_model()
-        anyio.run(lambda: serve_stdio(store, profile=profile))
-        return
+    store.warm_query_model()
+    anyio.run(lambda: serve_stdio(store, profile=profile))
+
+
+def _serve_http(settings: ServeSettings, port: int, workers: int) -> None:
+    """Bind, say where, then serve with ``workers`` processes (each opens the store)."""
+    from dataclasses import replace
+
+    from researchstore.auth import list_keys
+    from researchstore.mcp_server import WEB_PATH, bind_socket, endpoint_url, serve_processes
+
+    # Opened here to check it and its keys before binding; closed before serving.
+    with open_store(settings.store) as store:
+        has_keys = bool(list_keys(store, include_revoked=False))
+    if settings.access_log is not None:
+        try:
+            with open(settings.access_log, "a", encoding="utf-8"):
+                pass
+        except OSError as error:
+            raise click.ClickException(f"cannot write {settings.access_log}: {error}") from None
     try:
-        sock = bind_socket(host, port)
+        sock = bind_socket(settings.host, port)
     except OSError as error:
-        raise click.ClickException(f"cannot listen on {host}:{port}: {error}") from None
-    if pool is not None:
-        for problem in pool.start():
-            click.echo(f"researchstore: {problem}", err=True)
-    if pool is None or not pool.live:
-        store.warm_query_model()  # no worker: searches are answered here (workers load their own)
-    with contextlib.ExitStack() as stack:
-        log: TextIO = sys.stderr
-        if access_log is not None:
-            try:
-                log = stack.enter_context(open(access_log, "a", encoding="utf-8"))
-            except OSError as error:
-                raise click.ClickException(f"cannot write {access_log}: {error}") from None
-        if not list_keys(store, include_revoked=False):
+        raise click.ClickException(f"cannot listen on {settings.host}:{port}: {error}") from None
+    with sock:
+        if not has_keys:
             click.echo(
-                f"note: {store_path} has no API key yet; every request will be refused. "
-                f"Create one with: researchstore keys create {store_path}",
+                f"note: {settings.store} has no API key yet; every request will be refused. "
+                f"Create one with: researchstore keys create {settings.store}",
                 err=True,
             )
-        if pool is not None and pool.live:
-            click.echo(
-                f"researchstore: {pool.live} worker processes answer the read tools' calls "
-                f"(pids {', '.join(map(str, pool.pids))})",
-                err=True,
-            )
+        if workers > 1:
+            click.echo(f"researchstore: {workers} worker processes serve the port", err=True)
         else:
-            click.echo("researchstore: the server process answers every call", err=True)
+            click.echo("researchstore: one process serves the port", err=True)
+        url = endpoint_url(sock)
         click.echo(
-            f"researchstore: serving the {profile} profile at {endpoint_url(sock)} "
-            "(x-api-key required)",
+            f"researchstore: serving the {settings.profile} profile at {url} (x-api-key required)",
             err=True,
         )
-        from researchstore.mcp_server import WEB_PATH
-        from researchstore.web import web_app
-
         click.echo(
-            f"researchstore: pages for people at {endpoint_url(sock).removesuffix('/mcp')}"
-            f"{WEB_PATH}/ (the same API keys: a sign-in form sets a cookie)",
+            f"researchstore: pages for people at {url.removesuffix('/mcp')}{WEB_PATH}/ "
+            "(the same API keys: a sign-in form sets a cookie)",
             err=True,
         )
         bound = str(sock.getsockname()[0])  # what ``host`` named, however spelled
-        pages = web_app(store, require_key=True, host=bound)
-        app = http_app(
-            store,
-            profile=profile,
-            host=bound,
-            limits=limits,
-            access_log=log,
-            pages=pages,
-            workers=pool,
-        )
-        serve_http(app, sock)
+        serve_processes(replace(settings, host=bound), sock, workers=workers)
 
 
 @click.group()
