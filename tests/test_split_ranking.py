@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 import tantivy
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import researchstore.index as index_module
@@ -100,6 +100,7 @@ queries = st.one_of(
 
 @settings(max_examples=150, deadline=None)
 @given(text=queries, limit=st.integers(1, 40), offset=st.sampled_from([0, 0, 1, 7, 15, 40]))
+@example(text='"frame frame" cell swarm cell', limit=20, offset=7)  # twins round apart
 def test_the_split_ranking_is_the_whole_query_s(
     index: SearchIndex, text: str, limit: int, offset: int
 ) -> None:
@@ -141,8 +142,15 @@ def _assert_same_ranking(
                 continue
             twins = [*theirs.values(), *edges]
             assert any(score == pytest.approx(other, rel=ROUNDING) for other in twins), hit
-    if [score for score, _ in split] == [score for score, _ in whole]:
-        assert _hits(split) == _hits(whole)  # no score rounded apart: the very same order
+    scores = [score for score, _ in whole]
+    for place, (mine, theirs) in enumerate(zip(_hits(split), _hits(whole), strict=True)):
+        if mine == theirs:
+            continue
+        # Only hits with a rounding twin (on the page, or as its edge, for one
+        # past it) may trade places: the exact scores of two equal hits can
+        # round apart either way, even where the page's scores read the same.
+        others = [*scores[:place], *scores[place + 1 :], *edges]
+        assert any(scores[place] == pytest.approx(other, rel=ROUNDING) for other in others)
 
 
 def test_the_split_ranking_meets_ties_and_cut_rankings(index: SearchIndex) -> None:
