@@ -256,7 +256,7 @@ class Vocabulary:
 
     def tokens_per_word(self) -> float:
         """Index tokens the project's analyzer keeps per generated word."""
-        from researchstore.index import count_tokens
+        from researchstore.analysis import count_tokens
 
         total = self.cum_weights[-1]
         previous = 0.0
@@ -534,7 +534,7 @@ class RssSampler:
 
 
 def child_ingest(db: Path, corpus: Path, profile: Path | None) -> dict[str, Any]:
-    from researchstore.store import Store
+    from researchstore import Store
 
     store = Store(db, progress=False)
     gc.collect()
@@ -853,7 +853,7 @@ def bench_fts5(fts_path: Path, queries: list[dict[str, Any]], warmup: list[dict]
 
 def bench_rebuild(db: Path, workdir: Path, progress: bool) -> dict[str, Any]:
     from researchstore.index import SearchIndex
-    from researchstore.store import Store
+    from researchstore import Store
 
     folder = workdir / "rebuild"
     shutil.rmtree(folder, ignore_errors=True)
@@ -1082,7 +1082,7 @@ def run(args: argparse.Namespace, workdir: Path) -> int:
     if bare:
         row("bare pieces/s", f"{bare['chunks_per_s']:,.0f}", "(info)", "-")
 
-    from researchstore.store import Store
+    from researchstore import Store
 
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
         total_chunks = conn.execute("SELECT count(*) FROM chunks WHERE status='ok'").fetchone()[0]

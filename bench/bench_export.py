@@ -127,7 +127,7 @@ def run_child(mode: str, db: Path, out: Path) -> dict[str, Any]:
 
 
 def ensure_store(workdir: Path, chunks: int, seed: int) -> tuple[Path, int]:
-    from researchstore.store import Store
+    from researchstore import Store
 
     corpus, _ = ensure_corpus(workdir, chunks, seed)
     db = workdir / f"export-{chunks}.db"

@@ -1092,7 +1092,7 @@ def _probe_mcp(store: Any, key: str, say: Callable[..., None], failed: Callable[
             headers = {
                 **accept,
                 "x-api-key": key,
-                "mcp-session-id": opened.headers["mcp-session-id"],
+                "mcp-session-id": opened.headers.get("mcp-session-id", ""),
                 "mcp-protocol-version": "2025-06-18",
             }
             client.post(

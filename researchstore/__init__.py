@@ -1,8 +1,12 @@
 """researchstore: research reports in one SQLite file with a Tantivy index beside it.
 
 The names below load on first use, so ``import researchstore`` (and the
-command line's start, and ``--help``) costs almost nothing; ``Store`` brings
+command line's start, and ``--help``) costs almost nothing; ``Library`` brings
 in the store, Tantivy and the tool catalogue when it is first named.
+
+``Store`` is kept as a name for ``Library``: programs written before the tools
+moved off ``store.Store`` (now the file, its transactions and its indexes,
+with no tools) open a ``Library`` by it and call the same methods.
 """
 
 from __future__ import annotations
@@ -26,24 +30,28 @@ if TYPE_CHECKING:
     from researchstore.catalogue import TOOLS
     from researchstore.filters import SearchFilters
     from researchstore.ingest.summary import IngestSummary
-    from researchstore.store import Store
+    from researchstore.library import Library
     from researchstore.tools import call_tool
+
+    Store = Library
 
     __version__: str
 
-#: Each lazily loaded name and the module that defines it.
+#: Each lazily loaded name: the module that defines it, and its name there.
 _LAZY = {
-    "TOOLS": "researchstore.catalogue",
-    "IngestSummary": "researchstore.ingest.summary",
-    "SearchFilters": "researchstore.filters",
-    "Store": "researchstore.store",
-    "call_tool": "researchstore.tools",
+    "TOOLS": ("researchstore.catalogue", "TOOLS"),
+    "IngestSummary": ("researchstore.ingest.summary", "IngestSummary"),
+    "Library": ("researchstore.library", "Library"),
+    "SearchFilters": ("researchstore.filters", "SearchFilters"),
+    "Store": ("researchstore.library", "Library"),
+    "call_tool": ("researchstore.tools", "call_tool"),
 }
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        value = getattr(import_module(_LAZY[name]), name)
+        module, defined_as = _LAZY[name]
+        value = getattr(import_module(module), defined_as)
         globals()[name] = value
         return value
     if name == "__version__":
@@ -63,6 +71,7 @@ __all__ = [
     "DiskFull",
     "IngestSummary",
     "InvalidInput",
+    "Library",
     "NotEntitled",
     "ResearchStoreError",
     "SearchFilters",

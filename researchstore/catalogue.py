@@ -2,13 +2,17 @@
 
 A body takes the store and arguments already checked by ``Tool.bind`` and
 returns the result payload; ``tools.call_tool`` wraps it in an envelope.
+Bodies run on a ``store.Store``; a search by meaning needs the models a
+``library.Library`` loads too (``QueryModels``), and without them searches
+by words.
 Evidence retrieval's body lives in ``researchstore.evidence`` and is imported
 only when the tool is called, so listing the tools never loads the HTTP stack.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from researchstore import queries
 from researchstore.errors import InvalidInput
@@ -21,7 +25,19 @@ from researchstore.params import MAX_SAFE_INTEGER, PROFILES, TRANSPORTS, Param, 
 from researchstore.principal import current_principal
 
 if TYPE_CHECKING:
+    from researchstore.embedding import Embedder
     from researchstore.store import Store
+
+
+@runtime_checkable
+class QueryModels(Protocol):
+    """What a search by meaning asks of its store beyond ``Store``: the model that
+    embeds queries. ``library.Library`` has it; this module sits below it, so
+    it names it by what it uses."""
+
+    def default_search_mode(self) -> str: ...
+
+    def query_embedder(self) -> Embedder: ...
 
 
 def _search(store: Store, args: dict[str, Any]) -> dict[str, Any]:
@@ -37,18 +53,23 @@ def _search(store: Store, args: dict[str, Any]) -> dict[str, Any]:
         workspace=_search_workspace(args["workspace_id"]),
     )
     # The indexes load with the first search: a one-shot lookup never needs them.
-    from researchstore.index import SearchIndex
     from researchstore.semantic import run_search
 
-    if store.sync.opened and not store.closed:
-        index = store.sync.get(SearchIndex)  # open: no read transaction of its own
-    else:
-        with store.reading():  # raises StoreClosed on a closed store
-            index = store.sync.get(SearchIndex)
-    mode = args["mode"] or store.default_search_mode()
+    index = store.search_index()
+    models = store if isinstance(store, QueryModels) else None
+    mode = args["mode"] or (models.default_search_mode() if models else "keyword")
     vectors = embedder = None
     if mode != "keyword":
-        embedder = store.query_embedder()
+        if models is None:
+            from researchstore.embedding import SemanticUnavailable
+
+            raise SemanticUnavailable(
+                f"a search by meaning needs the model that embeds queries, which a bare Store "
+                f"loads none of: open {store.path} as a researchstore.Library (or search with "
+                "mode keyword)",
+                field="mode",
+            )
+        embedder = models.query_embedder()
         vectors = store.vector_index()
     hits = run_search(
         mode=mode,
@@ -184,7 +205,9 @@ def _retrieve_evidence(store: Store, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _ingest_file(store: Store, args: dict[str, Any]) -> dict[str, Any]:
-    return store.ingest_file(args["path"], name=args["source"]).to_dict()
+    from researchstore.ingest.pipeline import ingest_file
+
+    return ingest_file(store, Path(args["path"]), name=args["source"], progress=False).to_dict()
 
 
 TOOLS: dict[str, Tool] = {

@@ -17,11 +17,10 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from researchstore.db import damaged_store, distrust_schema, undecodable_message
+from researchstore.db import damaged_store, distrust_schema, pending_count, undecodable_message
 from researchstore.derived import SEARCHABLE, IndexDamaged
 from researchstore.errors import StoreDamaged
 from researchstore.filters import stored_tags
-from researchstore.index import SearchIndex
 
 if TYPE_CHECKING:
     from researchstore.store import Store
@@ -43,14 +42,12 @@ def check_store(store: Store) -> dict[str, Any]:
             ok_rows = conn.execute(
                 f"SELECT chunk_id, report_id FROM chunks c WHERE {SEARCHABLE}"
             ).fetchall()
-            pending = conn.execute("SELECT count(*) FROM index_pending").fetchone()[0]
+            pending = pending_count(conn)
             untagged = _reports_with_unreadable_tags(conn)
         except sqlite3.DatabaseError as error:
             # Damaged beyond reading the chunks: the index cannot be compared.
             problems.append(damaged_store(store.path, str(error), checked=True).message)
-            report.update(
-                consistent=False, problems=problems, repaired_on_open=list(store.sync.repairs)
-            )
+            report.update(consistent=False, problems=problems, repaired_on_open=store.index_repairs)
             return report
     if untagged:
         report["unreadable_tags"] = untagged
@@ -72,9 +69,9 @@ def check_store(store: Store) -> dict[str, Any]:
         pending=pending,
         index_files="ok",
     )
-    index = store.sync.get(SearchIndex)
+    index = store.search_index()
     rebuild = f"rebuild it with: researchstore rebuild-index {store.path}"
-    if store.read_only and index.path != store.sync.beside(SearchIndex):
+    if store.read_only and store.index_in_cache:
         # rebuild-index would be refused: the read-only store's indexes live in the cache.
         rebuild = (
             f"remove {index.path.parent} (the cache's copy of its indexes): the next open "
@@ -101,9 +98,7 @@ def check_store(store: Store) -> dict[str, Any]:
         if not damaged_files:
             report["index_files"] = unreadable
             problems.append(f"the word index cannot be read ({unreadable}); {rebuild}")
-        report.update(
-            consistent=False, problems=problems, repaired_on_open=list(store.sync.repairs)
-        )
+        report.update(consistent=False, problems=problems, repaired_on_open=store.index_repairs)
         return report
     indexed_set = set(indexed)
     differing = sorted(
@@ -134,9 +129,7 @@ def check_store(store: Store) -> dict[str, Any]:
         problems.append(f"the word index disagrees with the store ({disagreement}); {rebuild}")
     if store.keeps_vectors():
         problems.extend(_check_vectors(store, report, pending=bool(pending), rebuild=rebuild))
-    report.update(
-        consistent=not problems, problems=problems, repaired_on_open=list(store.sync.repairs)
-    )
+    report.update(consistent=not problems, problems=problems, repaired_on_open=store.index_repairs)
     return report
 
 
@@ -144,7 +137,6 @@ def _check_vectors(
     store: Store, report: dict[str, Any], *, pending: bool, rebuild: str
 ) -> list[str]:
     """The vector index against the store's vectors, key for key, its files read back."""
-    from researchstore.vector_index import VectorIndex
     from researchstore.vectors import store_model, vector_stats
 
     problems = []
@@ -167,7 +159,7 @@ def _check_vectors(
                     (model.dimension,),
                 )
             }
-    index = store.sync.get(VectorIndex)
+    index = store.vector_index()
     with store.holding_off_writers():
         try:
             index.refresh()

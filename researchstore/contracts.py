@@ -9,7 +9,7 @@ object itself (``{"retrieval": ...}``) and its schema is seed 002's, field for
 field; its errors come back as the error envelope with ``isError`` set. The
 others describe what ``queries.py`` and ``search.py`` return, field by field,
 so a change of shape there fails the contract tests instead of surprising a
-client. (``Store.call`` returns the envelope for every tool.)
+client. (``Library.call`` returns the envelope for every tool.)
 
 The MCP server lists these in discovery when ``RESEARCHSTORE_OUTPUT_SCHEMAS=1``.
 """

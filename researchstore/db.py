@@ -240,11 +240,18 @@ def file_identity(path: Path) -> tuple[int, int]:
 
 
 def write_meta(conn: sqlite3.Connection, key: str, value: str) -> None:
+    """Set ``key`` in ``meta``: with ``delete_meta``, the only SQL that writes the table
+    (but the migrations')."""
     conn.execute(
         "INSERT INTO meta (key, value) VALUES (?, ?) "
         "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
         (key, value),
     )
+
+
+def delete_meta(conn: sqlite3.Connection, *keys: str) -> None:
+    """Remove ``keys`` from ``meta`` (those it holds)."""
+    conn.executemany("DELETE FROM meta WHERE key = ?", [(key,) for key in keys])
 
 
 def last_pending_seq(conn: sqlite3.Connection) -> int:
@@ -257,6 +264,19 @@ def last_pending_seq(conn: sqlite3.Connection) -> int:
         "SELECT CAST(seq AS INTEGER) AS seq FROM sqlite_sequence WHERE name = 'index_pending'"
     ).fetchone()
     return 0 if row is None else max(0, int(row["seq"]))
+
+
+def forget_pending(conn: sqlite3.Connection, through_seq: int) -> None:
+    """Drop the changes of ``index_pending`` up to ``through_seq``: every index has them.
+
+    With ``queue_pending``, the only SQL that writes the pending record.
+    """
+    conn.execute("DELETE FROM index_pending WHERE seq <= ?", (through_seq,))
+
+
+def pending_count(conn: sqlite3.Connection) -> int:
+    """How many changes wait in ``index_pending`` for some index to apply them."""
+    return int(conn.execute("SELECT count(*) FROM index_pending").fetchone()[0])
 
 
 def queue_pending(

@@ -133,7 +133,7 @@ def claim_store_model(store: Store, model: ModelIdentity) -> None:
     with store.writing(), store.transaction() as conn:
         newly = claim_model(conn, model)
     if newly:
-        store.sync.reload_kinds()
+        store.reload_index_kinds()
 
 
 def read_batches(store: Store, *, retry_failed: bool) -> Iterator[list[ChunkToEmbed]]:
@@ -193,7 +193,7 @@ def write_outcomes(
                 )
                 bar.advance(len(vectors) + len(failures))
                 if time.monotonic() - last_apply >= APPLY_SECONDS:
-                    store.sync.catch_up()
+                    store.sync_index()
                     last_apply = time.monotonic()
     except KeyboardInterrupt:
         summary.interrupted = True
@@ -201,7 +201,7 @@ def write_outcomes(
     finally:
         summary.seconds = time.perf_counter() - started
         if not summary.interrupted:
-            store.sync.catch_up()
+            store.sync_index()
     return summary
 
 

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from researchstore.dates import stamp
-from researchstore.db import read_meta
+from researchstore.db import read_meta, write_meta
 from researchstore.queries import chunk_rows
 
 DEFAULT_RETENTION_DAYS = 30.0
@@ -73,11 +73,7 @@ def retention_days(conn: sqlite3.Connection) -> float:
 
 
 def set_retention_days(conn: sqlite3.Connection, days: float) -> None:
-    conn.execute(
-        "INSERT INTO meta (key, value) VALUES (?, ?) "
-        "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-        (RETENTION_KEY, repr(float(days))),
-    )
+    write_meta(conn, RETENTION_KEY, repr(float(days)))
 
 
 def prune_history(conn: sqlite3.Connection, *, now: datetime | None = None) -> int:

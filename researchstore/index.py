@@ -30,40 +30,43 @@ the analyzers made here (``HIGHLIGHTER``).
 
 from __future__ import annotations
 
-import errno
 import functools
 import json
 import math
-import os
 import re
 import sqlite3
-import struct
-import zlib
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, NoReturn
+from typing import Any, ClassVar
 
 import tantivy
 
-from researchstore.db import no_space_left
+from researchstore.analysis import MARK, MAX_WORD_BYTES, STOPWORD_SET, STOPWORDS
 from researchstore.derived import (
     IndexDamaged,
     IndexedChunk,
     count_searchable_chunks,
     indexed_chunks,
-    is_panic,
 )
 from researchstore.filters import SearchFilters, tag_terms
+from researchstore.foreign_errors import index_read_errors, index_write_errors
 from researchstore.highlight import Highlighter, WordAnalysis
+from researchstore.index_files import (
+    META,
+    SEGMENT_FILES,
+    checksum_problem,
+    foreign_managed_files,
+    missing_files,
+    segment_files,
+)
 from researchstore.language import (
     ANALYSES,
     DEFAULT_ANALYSIS,
     analysis_key,
     cjk_bigrams,
 )
-from researchstore.speedups import SPEEDUPS
 
 #: Bump when the fields or the analyzer change: older indexes are rebuilt.
 INDEX_SCHEMA_VERSION = 5
@@ -77,14 +80,6 @@ _PHRASE = re.compile(r'"([^"]+)"')
 NO_WORKSPACE = "-"
 #: A report id no report has (ids start at 1).
 NO_REPORT = -1
-
-
-#: Lucene's English stop words (what Anserini's BM25 drops): measured on
-#: SciFact (bench/quality_search.py), dropping them gains relevance.
-STOPWORDS = (
-    "a an and are as at be but by for if in into is it no not of on or such that the their "
-    "then there these they this to was will with"
-).split()
 
 
 def build_analyzer(
@@ -119,7 +114,7 @@ def build_analyzer(
     stemmer = ANALYSES[analysis]
     builder = (
         tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-        .filter(tantivy.Filter.remove_long(40))
+        .filter(tantivy.Filter.remove_long(MAX_WORD_BYTES))
         .filter(tantivy.Filter.lowercase())
     )
     if own_stop_words and _has_own_stop_words(analysis):
@@ -147,20 +142,13 @@ _FORMS = {analysis: build_analyzer(analysis, own_stop_words=False) for analysis 
 #: yet folded): what tells which words of a query it drops.
 _UNFOLDED = {
     analysis: tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-    .filter(tantivy.Filter.remove_long(40))
+    .filter(tantivy.Filter.remove_long(MAX_WORD_BYTES))
     .filter(tantivy.Filter.lowercase())
     .filter(tantivy.Filter.stopword(str(stemmer)))
     .build()
     for analysis, stemmer in ANALYSES.items()
     if _has_own_stop_words(analysis)
 }
-#: Ends every term of a chunk not analysed as English. The ``text`` and
-#: ``title`` fields are analysed as English by Tantivy itself (in its
-#: indexing threads, at no cost to English chunks); a chunk of another
-#: language is analysed here, and its terms given to those fields marked, so
-#: the English stemmer, which strips no suffix that ends in a digit, leaves
-#: them as they are (``test_languages`` checks it).
-MARK = "0"
 
 
 def analyze(text: str) -> list[str]:
@@ -206,9 +194,7 @@ def _english_words(text: str) -> tuple[str, ...]:
     every way."""
     bigrammed = cjk_bigrams(text)
     words, folded = _LOWER.analyze(bigrammed), _FOLD.analyze(bigrammed)
-    return tuple(
-        word for word, form in zip(words, folded, strict=True) if form not in _STOPWORD_SET
-    )
+    return tuple(word for word, form in zip(words, folded, strict=True) if form not in STOPWORD_SET)
 
 
 def stop_words(text: str, analysis: str) -> set[str]:
@@ -220,7 +206,7 @@ def stop_words(text: str, analysis: str) -> set[str]:
     bigrammed = cjk_bigrams(text)
     dropped = sorted(set(_LOWER.analyze(bigrammed)).difference(unfolded.analyze(bigrammed)))
     folded = _FOLD.analyze(" ".join(dropped))  # "å", "à": "a"
-    return {word for word, form in zip(dropped, folded, strict=True) if form not in _STOPWORD_SET}
+    return {word for word, form in zip(dropped, folded, strict=True) if form not in STOPWORD_SET}
 
 
 def indexed_text(text: str, analysis: str) -> str:
@@ -245,44 +231,21 @@ def _own_terms(text: str, analyzer: tantivy.TextAnalyzer) -> list[str]:
     ]
 
 
-# The index's analyzer less its stemmer: a stemmer maps a token to its stem
-# and never drops one, so this counts the same tokens at less than half the cost.
-_COUNTER = build_analyzer(stem=False)
 # Every word (but the long ones) lower-cased, as stop word lists spell them;
 # and folded, one for one.
 _LOWER = (
     tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-    .filter(tantivy.Filter.remove_long(40))
+    .filter(tantivy.Filter.remove_long(MAX_WORD_BYTES))
     .filter(tantivy.Filter.lowercase())
     .build()
 )
 _FOLD = (
     tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-    .filter(tantivy.Filter.remove_long(40))
+    .filter(tantivy.Filter.remove_long(MAX_WORD_BYTES))
     .filter(tantivy.Filter.lowercase())
     .filter(tantivy.Filter.ascii_fold())
     .build()
 )
-
-
-#: The stop words as one set, shared by counting and highlighting (the C
-#: speedup reads a set once and keeps it while it is handed the same one).
-_STOPWORD_SET = frozenset(STOPWORDS)
-#: The C speedup (``speedups.py``), or None: Tantivy counts every text.
-_speedups = SPEEDUPS
-
-
-def count_tokens(text: str) -> int:
-    """The number of tokens the index's English analyzer yields for ``text``.
-
-    An ASCII text is counted in C where the speedup is built (``speedups.py``):
-    the same count, without a string made for each token.
-    """
-    if _speedups is not None:
-        counted = _speedups.count_tokens(text, _STOPWORD_SET)
-        if counted is not None:
-            return counted
-    return len(_COUNTER.analyze(text))
 
 
 # The same tokens before any is dropped: a token's place in this list is its
@@ -364,159 +327,6 @@ def date_number(date: str | None) -> int:
     return int(date[:10].replace("-", "")) if date else 0
 
 
-META = "meta.json"
-#: Tantivy's list of the files it manages (and garbage-collects).
-MANAGED = ".managed.json"
-#: A plain name in the folder: what Tantivy lists there (no ``/``, not ``.`` or ``..``).
-_MANAGED_NAME = re.compile(r"(?!\.\.?\Z)[A-Za-z0-9._-]{1,255}")
-#: The files Tantivy writes for every segment (``<segment>.<ext>``); a segment
-#: with deletes also has ``<segment>.<opstamp>.del``.
-SEGMENT_FILES = ("idx", "pos", "term", "store", "fast", "fieldnorm")
-#: The end of every file Tantivy writes: a JSON footer, its length, this number.
-_FOOTER_MAGIC = 1337
-_CHECKSUM_BLOCK = 1 << 20
-_OS_ERROR = re.compile(r"os error (\d+)")
-
-
-def _raise_read_error(error: BaseException, path: Path | None = None) -> NoReturn:
-    """Leave with what a failed read of the index means: its OSError, or damage."""
-    where = f"{path}: " if path is not None else ""
-    if isinstance(error, ValueError):
-        code = _os_error(error)
-        if code is not None and code not in (errno.ENOENT, errno.EIO):
-            raise OSError(code, f"{where}{error}") from None
-        raise IndexDamaged(f"{where}{error}") from None
-    if is_panic(error):
-        raise IndexDamaged(f"{where}Tantivy panicked reading it ({error})") from None
-    raise error
-
-
-def _raise_write_error(error: BaseException, path: Path) -> NoReturn:
-    """Leave with what a failed write of the index means: its OSError, or damage."""
-    if isinstance(error, ValueError):
-        code = _os_error(error)
-        if code is None and no_space_left(path):
-            # e.g. "The index writer was killed. It can happen if an indexing
-            # worker encountered an Io error": the worker's error is not quoted.
-            code = errno.ENOSPC
-        if code is not None:
-            raise OSError(code, f"{path}: {error}") from None
-        raise error
-    if is_panic(error):
-        raise IndexDamaged(f"{path}: Tantivy panicked writing it ({error})") from None
-    raise error
-
-
-def _os_error(error: ValueError) -> int | None:
-    """The errno Tantivy quotes in an I/O error ("... (os error 28)"), if any."""
-    if "No space left on device" in str(error):
-        return errno.ENOSPC
-    found = _OS_ERROR.search(str(error))
-    return int(found.group(1)) if found else None
-
-
-#: A segment's id as its files are named: a UUID's 32 hex digits.
-_SEGMENT_ID = re.compile(r"[0-9a-f]{32}")
-
-
-def segment_files(path: Path) -> dict[str, list[Path]]:
-    """Every file ``meta.json`` says each segment has, by segment id.
-
-    Raises ``IndexDamaged`` when ``meta.json`` is missing or unreadable.
-    """
-    try:
-        meta = json.loads((path / META).read_text())
-        segments = meta["segments"]
-        files = {}
-        for segment in segments:
-            name = str(segment["segment_id"]).replace("-", "")
-            if not _SEGMENT_ID.fullmatch(name):
-                # A file from elsewhere may say anything: a name, never a path.
-                raise ValueError(f"segment id {name[:80]!r} is not one Tantivy writes")
-            listed = [path / f"{name}.{ext}" for ext in SEGMENT_FILES]
-            deletes = segment.get("deletes")
-            if deletes:
-                listed.append(path / f"{name}.{int(deletes['opstamp'])}.del")
-            files[name] = listed
-    except FileNotFoundError:
-        raise IndexDamaged(f"{path}: {META} is missing") from None
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise IndexDamaged(f"{path}: {META} cannot be read ({error})") from None
-    return files
-
-
-def foreign_managed_files(path: Path) -> list[str]:
-    """The names in Tantivy's list of the files it manages (``.managed.json``) that
-    are no plain name of a file in the folder.
-
-    Tantivy deletes every listed file it no longer uses, wherever the name
-    leads: a folder from elsewhere listing ``../../.bashrc`` had that file
-    deleted at its first commit. Such a folder is rebuilt, never opened.
-    """
-    try:
-        listed = json.loads((path / MANAGED).read_bytes())
-    except FileNotFoundError:
-        return []
-    except (OSError, ValueError, RecursionError):
-        return [f"{MANAGED} cannot be read"]  # Tantivy would refuse it too
-    if not isinstance(listed, list):
-        return [f"{MANAGED} is not a list of files"]
-    foreign = [
-        name for name in listed if not (isinstance(name, str) and _MANAGED_NAME.fullmatch(name))
-    ]
-    return [f"{MANAGED} names {str(name)[:80]!r}, no file of the index" for name in foreign[:3]]
-
-
-def missing_files(path: Path) -> list[str]:
-    """The files ``meta.json`` lists that are missing or empty (a cheap look, no reads)."""
-    problems = []
-    for files in segment_files(path).values():
-        for file in files:
-            try:
-                size = file.stat().st_size
-            except FileNotFoundError:
-                problems.append(f"{file.name} is missing")
-                continue
-            if size == 0:
-                problems.append(f"{file.name} is empty")
-    return problems
-
-
-def checksum_problem(file: Path) -> str | None:
-    """Why ``file`` fails the checksum in its Tantivy footer, or None if it passes.
-
-    The file is read once, a block at a time: memory stays flat however large.
-    """
-    try:
-        with open(file, "rb") as handle:
-            size = handle.seek(0, os.SEEK_END)
-            if size < 8:
-                return f"{file.name} is truncated ({size} bytes)"
-            handle.seek(size - 8)
-            length, magic = struct.unpack("<II", handle.read(8))
-            if magic != _FOOTER_MAGIC or length > size - 8:
-                return f"{file.name} has no readable footer"
-            body = size - 8 - length
-            handle.seek(body)
-            try:
-                expected = int(json.loads(handle.read(length))["crc"])
-            except (ValueError, KeyError, TypeError):
-                return f"{file.name} has no readable footer"
-            handle.seek(0)
-            crc, left = 0, body
-            while left:
-                block = handle.read(min(left, _CHECKSUM_BLOCK))
-                if not block:
-                    return f"{file.name} is truncated"
-                crc = zlib.crc32(block, crc)
-                left -= len(block)
-    except FileNotFoundError:
-        return f"{file.name} is missing"
-    if crc != expected:
-        return f"{file.name} fails its checksum"
-    return None
-
-
 #: How far apart the query's words may be for the proximity clause.
 PROXIMITY_SLOP = 3
 #: From how many postings of its words on a query with phrase clauses is
@@ -570,14 +380,12 @@ class SearchIndex:
 
     @classmethod
     def _load(cls, path: Path) -> SearchIndex:
-        try:
+        with index_read_errors(path):  # ValueError: tantivy's word for a damaged folder
             index = tantivy.Index(SCHEMA, path=str(path), reuse=True)
             index.register_tokenizer(ANALYZER, build_analyzer())
             # We reload by hand after our own commits; the watcher picks up
             # commits made by other processes.
             index.config_reader(reload_policy="commit")
-        except BaseException as error:  # ValueError: tantivy's word for a damaged folder
-            _raise_read_error(error, path)
         return cls(path, index)
 
     @classmethod
@@ -603,7 +411,7 @@ class SearchIndex:
             # A rebuild (bulk) may use both cores and a bigger buffer: the
             # stemmer in Tantivy's indexing thread is its bottleneck.
             heap, threads = (128_000_000, 2) if bulk else (64_000_000, 1)
-            try:
+            with index_write_errors(self.path):
                 writer = self._index.writer(heap_size=heap, num_threads=threads)
                 # A writer killed mid-run (kill -9) leaves files its commit never
                 # named, e.g. "<segment>.<opstamp>.del"; the next writer reuses
@@ -621,17 +429,13 @@ class SearchIndex:
                 # unmerged segments, and replaying starts with a delete. The
                 # opstamp is spent here on a delete that matches nothing.
                 writer.delete_documents_by_term("report_id", NO_REPORT)
-            except BaseException as error:
-                _raise_write_error(error, self.path)
             self._writer = writer
         return self._writer
 
     def add(self, chunks: Sequence[IndexedChunk]) -> None:
         writer = self.writer()
-        try:
+        with index_write_errors(self.path):
             self._add(writer, chunks)
-        except BaseException as error:
-            _raise_write_error(error, self.path)
 
     @staticmethod
     def _add(writer: tantivy.IndexWriter, chunks: Sequence[IndexedChunk]) -> None:
@@ -675,18 +479,14 @@ class SearchIndex:
 
     def delete_report(self, report_id: int) -> None:
         writer = self.writer()
-        try:
+        with index_write_errors(self.path):
             writer.delete_documents_by_term("report_id", report_id)
-        except BaseException as error:
-            _raise_write_error(error, self.path)
 
     def commit(self) -> None:
         if self._writer is not None:
-            try:
+            with index_write_errors(self.path):
                 self._writer.commit()
                 self._index.reload()
-            except BaseException as error:
-                _raise_write_error(error, self.path)
 
     def rollback(self) -> None:
         if self._writer is not None:
@@ -707,17 +507,13 @@ class SearchIndex:
 
     def searcher(self) -> tantivy.Searcher:
         """A snapshot of the index as of its last reload (cheap to take)."""
-        try:
+        with index_read_errors(self.path):
             return self._index.searcher()
-        except BaseException as error:
-            _raise_read_error(error, self.path)
 
     def refresh(self) -> None:
         """Pick up commits made by another process now."""
-        try:
+        with index_read_errors(self.path):
             self._index.reload()
-        except BaseException as error:
-            _raise_read_error(error, self.path)
 
     def all_chunk_ids(self) -> list[str]:
         """Every chunk id the index holds, each read back from its stored document.
@@ -725,14 +521,12 @@ class SearchIndex:
         For consistency checks, not hot paths: it reads every stored document.
         """
         searcher = self.searcher()
-        try:
+        with index_read_errors(self.path):
             total = searcher.num_docs
             if total == 0:
                 return []
             result = searcher.search(tantivy.Query.all_query(), limit=total, count=False)
             return [_chunk_id(searcher, address) for _, address in result.hits]
-        except BaseException as error:
-            _raise_read_error(error, self.path)
 
     def document_count(self) -> int:
         """How many documents the index holds (as its segment list says: no reads)."""
@@ -741,23 +535,19 @@ class SearchIndex:
     @property
     def num_docs(self) -> int:
         searcher = self.searcher()
-        try:
+        with index_read_errors(self.path):
             return int(searcher.num_docs)
-        except BaseException as error:
-            _raise_read_error(error, self.path)
 
     def report_counts(self, report_ids: Sequence[int]) -> dict[int, int]:
         """How many documents each report has in the index, counted through its postings."""
         searcher = self.searcher()
         counts = {}
-        try:
+        with index_read_errors(self.path):
             for report_id in report_ids:
                 query = tantivy.Query.term_query(SCHEMA, "report_id", report_id)
                 result = searcher.search(query, limit=1, count=True)
                 # ``count`` is there when asked for, but missing from tantivy's stubs.
                 counts[report_id] = int(result.count or 0)  # type: ignore[attr-defined]
-        except BaseException as error:
-            _raise_read_error(error, self.path)
         return counts
 
     rewritten_files: ClassVar[frozenset[str]] = frozenset({META})
@@ -799,13 +589,11 @@ class SearchIndex:
         searcher = self.searcher()
         analysed = {analysis: _query_words(text, analysis) for analysis in self.analyses(searcher)}
         filter_clauses = self._filter_clauses(filters)
-        try:
+        with index_read_errors(self.path):
             query_words = _words(text, analysed)
             bonus, words = self._text_clauses(text, list(analysed), query_words, searcher)
             # Only a query without filters is ranked with WAND, split or not.
             postings = _postings(query_words, searcher) if bonus and not filter_clauses else 0
-        except BaseException as error:
-            _raise_read_error(error, self.path)
         if not words:
             return None
         highlight = {
@@ -841,12 +629,10 @@ class SearchIndex:
         lookup per term and segment for nothing.
         """
         searcher = searcher or self.searcher()
-        try:
+        with index_read_errors(self.path):
             held = [
                 analysis for analysis in ANALYSES if searcher.doc_freq("analysis", analysis) > 0
             ]
-        except BaseException as error:
-            _raise_read_error(error, self.path)
         return held or [DEFAULT_ANALYSIS]
 
     @staticmethod
@@ -951,23 +737,19 @@ class SearchIndex:
 
         Equal scores come in the order of their addresses.
         """
-        try:
+        with index_read_errors(None):
             if isinstance(query, WordQuery):
                 if query.split is not None:
                     return query.split.top(limit + offset, searcher)[offset:]
                 query = query.query
             result = searcher.search(query, limit=limit, offset=offset, count=False)
-        except BaseException as error:
-            _raise_read_error(error)
         return [(float(score), address) for score, address in result.hits]
 
     @staticmethod
     def chunk_ids(addresses: Sequence[Any], *, searcher: tantivy.Searcher) -> list[str]:
         """The chunk ids stored for these hits (each costs a doc-store read)."""
-        try:
+        with index_read_errors(None):
             return [_chunk_id(searcher, address) for address in addresses]
-        except BaseException as error:
-            _raise_read_error(error)
 
     def snippets(
         self,
@@ -1127,7 +909,7 @@ HIGHLIGHTER = Highlighter(
             )
             for analysis, stemmer in ANALYSES.items()
         },
-        stopwords=_STOPWORD_SET,
+        stopwords=STOPWORD_SET,
     )
 )
 

@@ -15,6 +15,7 @@ import sqlite3
 from collections.abc import Collection, Sequence
 from typing import Any
 
+from researchstore.db import pending_count
 from researchstore.filters import report_tags
 from researchstore.stored import json_object
 
@@ -38,10 +39,9 @@ def change_marker(conn: sqlite3.Connection) -> tuple[Any, ...]:
         "SELECT (SELECT max(id) FROM source_versions), "
         "(SELECT finished_at || status FROM source_versions ORDER BY id DESC LIMIT 1), "
         "(SELECT max(id) FROM documents), (SELECT max(id) FROM chunks), "
-        "(SELECT max(rowid) FROM chunk_history), (SELECT max(seq) FROM index_pending), "
-        "(SELECT count(*) FROM index_pending)"
+        "(SELECT max(rowid) FROM chunk_history), (SELECT max(seq) FROM index_pending)"
     ).fetchone()
-    return tuple(row)
+    return (*row, pending_count(conn))
 
 
 def visible_sources(workspaces: Collection[str] | None) -> tuple[str, list[str]]:
@@ -117,7 +117,7 @@ def store_overview(
         "runs": [run for run in runs if run is not None],
         "documents_by_status": _documents_by_status(conn, where, params),
         "tags": tag_values(conn, workspaces=workspaces),
-        "index_pending": conn.execute("SELECT count(*) FROM index_pending").fetchone()[0],
+        "index_pending": pending_count(conn),
     }
 
 

@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
+from researchstore.db import delete_meta
 from researchstore.derived import IndexDamaged
 
 PART_BYTES = 8 << 20
@@ -148,10 +149,7 @@ def unpack(
 def forget(conn: sqlite3.Connection, index_name: str) -> None:
     """Drop what is packed of ``index_name`` (an index the store no longer keeps)."""
     conn.execute("DELETE FROM index_files WHERE index_name = ?", (index_name,))
-    conn.execute(
-        "DELETE FROM meta WHERE key IN (?, ?)",
-        (f"{index_name}_packed_seq", f"{index_name}_packed_schema"),
-    )
+    delete_meta(conn, f"{index_name}_packed_seq", f"{index_name}_packed_schema")
 
 
 def _close(handle: BinaryIO, durable: bool) -> None:

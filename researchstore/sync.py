@@ -40,23 +40,23 @@ left beside it are matched by name, never trusted for a process number.
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
-import stat
+import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from researchstore.cache_dir import writable_cache_root
+from researchstore.chunk_rows import mark_refused
 from researchstore.db import (
     WriterLock,
+    forget_pending,
     last_pending_seq,
     read_meta,
     read_meta_number,
-    storage_error,
     write_meta,
 )
 from researchstore.derived import DerivedIndex, IndexDamaged
@@ -67,68 +67,49 @@ from researchstore.errors import (
     StoreLocked,
     StoreReadOnly,
 )
+from researchstore.foreign_errors import storage_errors
 from researchstore.index_cache import CacheEntry, state_key, store_folder
+from researchstore.index_folders import (
+    SIDECAR,
+    boot_id,
+    process_alive,
+    read_sidecar,
+    remove_tree,
+    write_sidecar,
+)
 from researchstore.progress import progress_bar
 from researchstore.stored import whole_number
 
-if TYPE_CHECKING:
-    from researchstore.store import Store
 
-SIDECAR = "researchstore-index.json"
-#: The highest process number there can be (``pid_t`` is 32 bits): a folder
-#: named for a higher one was left by no process.
-PID_MAX = 2**31 - 1
-#: Where Linux names the current boot.
-BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+class SyncedStore(Protocol):
+    """What the indexes' keeper asks of the store it keeps them for (``store.Store``).
+
+    This module sits below ``store.py``, so it names the store by what it uses
+    of it rather than by importing it.
+    """
+
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def store_uuid(self) -> str: ...
+
+    @property
+    def progress(self) -> bool | None: ...
+
+    @property
+    def read_only(self) -> bool: ...
+
+    def reading(self) -> AbstractContextManager[sqlite3.Connection]: ...
+
+    def transaction(self) -> AbstractContextManager[sqlite3.Connection]: ...
+
+    def writing(self, *, wait: bool = True) -> AbstractContextManager[None]: ...
+
+
 REBUILD_BATCH = 5_000
 
 IndexT = TypeVar("IndexT", bound=DerivedIndex)
-
-
-def read_sidecar(folder: Path) -> dict[str, Any] | None:
-    """The sidecar of an index folder, or None when it is missing or unreadable."""
-    try:
-        data = json.loads((folder / SIDECAR).read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def boot_id() -> str | None:
-    """The name of the machine's current boot (Linux), new after every restart;
-    None where it cannot be read."""
-    try:
-        return BOOT_ID.read_text().strip() or None
-    except OSError:
-        return None
-
-
-def write_sidecar(
-    folder: Path,
-    *,
-    store_uuid: str,
-    schema_version: int,
-    applied_seq: int,
-    unflushed_boot: str | None = None,
-) -> None:
-    """Record what ``folder`` holds; ``unflushed_boot``: the boot in which files
-    of it were written without waiting for the disk (``IndexSync._unpack``)."""
-    data: dict[str, Any] = {
-        "store_uuid": store_uuid,
-        "index_schema": schema_version,
-        "applied_seq": applied_seq,
-    }
-    if unflushed_boot is not None:
-        data["unflushed_boot"] = unflushed_boot
-    temporary = folder / (SIDECAR + ".tmp")
-    # Made new, never through a link: a folder from elsewhere may hold one by that name.
-    temporary.unlink(missing_ok=True)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    with os.fdopen(os.open(temporary, flags, 0o644), "w") as handle:
-        json.dump(data, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, folder / SIDECAR)
 
 
 class IndexSync:
@@ -136,7 +117,7 @@ class IndexSync:
 
     def __init__(
         self,
-        store: Store,
+        store: SyncedStore,
         kinds: Callable[[], Sequence[type[DerivedIndex]]],
         *,
         lock: threading.RLock,
@@ -219,7 +200,7 @@ class IndexSync:
 
     def remove_folder(self, kind: type[DerivedIndex]) -> None:
         """Remove the folder of an index the store no longer keeps."""
-        _remove_tree(self.folder(kind))
+        remove_tree(self.folder(kind))
 
     def reload_kinds(self) -> None:
         """Ask the store again which indexes it keeps (a first vector was written),
@@ -333,8 +314,8 @@ class IndexSync:
                 return
             for entry in entries:
                 found = pattern.fullmatch(entry.name)
-                if found and not _process_alive(int(found.group(1))):
-                    _remove_tree(entry, ignore_errors=True)
+                if found and not process_alive(int(found.group(1))):
+                    remove_tree(entry, ignore_errors=True)
 
     def problem(self, kind: type[DerivedIndex], folder: Path | None = None) -> str | None:
         """Why the folder of ``kind`` (or ``folder``) cannot be used as it is, or None."""
@@ -411,7 +392,7 @@ class IndexSync:
             return None
         folder = self.folder(kind)
         temporary = folder.with_name(folder.name + f".rebuild-{os.getpid()}")
-        _remove_tree(temporary, ignore_errors=True)
+        remove_tree(temporary, ignore_errors=True)
         try:
             with self._index_errors(folder):
                 temporary.mkdir(parents=True)
@@ -438,11 +419,11 @@ class IndexSync:
                 )
                 kind.open(temporary)  # a damaged copy is rebuilt instead
         except IndexDamaged as refused:
-            _remove_tree(temporary, ignore_errors=True)
+            remove_tree(temporary, ignore_errors=True)
             # Said of the folder it was for: the temporary one is gone.
             raise IndexDamaged(refused.message.replace(str(temporary), str(folder))) from None
         except BaseException:
-            _remove_tree(temporary, ignore_errors=True)
+            remove_tree(temporary, ignore_errors=True)
             raise
         self._swap_in(folder, temporary)
         if not store.read_only:
@@ -453,10 +434,10 @@ class IndexSync:
     def _swap_in(self, folder: Path, temporary: Path) -> None:
         old = folder.with_name(folder.name + f".old-{os.getpid()}")
         if folder.exists() or folder.is_symlink():  # a link is moved aside, not followed
-            _remove_tree(old, ignore_errors=True)
+            remove_tree(old, ignore_errors=True)
             os.replace(folder, old)
         os.replace(temporary, folder)
-        _remove_tree(old, ignore_errors=True)
+        remove_tree(old, ignore_errors=True)
 
     def _open_read_only(self, kind: type[DerivedIndex]) -> DerivedIndex:
         """Open ``kind`` for a read-only store: where it is, if current and readable
@@ -674,7 +655,7 @@ class IndexSync:
         """
         folder = self.folder(kind)
         temporary = folder.with_name(folder.name + f".rebuild-{os.getpid()}")
-        _remove_tree(temporary, ignore_errors=True)
+        remove_tree(temporary, ignore_errors=True)
         store = self._store
         try:
             with self._index_errors(folder):
@@ -704,7 +685,7 @@ class IndexSync:
                 finally:
                     index.close_writer()
         except BaseException:
-            _remove_tree(temporary, ignore_errors=True)
+            remove_tree(temporary, ignore_errors=True)
             raise
         self._swap_in(folder, temporary)
         if store.read_only:
@@ -827,10 +808,7 @@ class IndexSync:
                 refused.append(chunk.chunk_id)
         if refused:
             with self._store.transaction() as conn:
-                conn.executemany(
-                    "UPDATE chunks SET status = 'embed_failed' WHERE chunk_id = ?",
-                    [(chunk_id,) for chunk_id in refused],
-                )
+                mark_refused(conn, refused)
 
     def commit(self, applied_seq: int, *, fed_on_write: bool | None = None) -> None:
         """Commit every index (or those whose ``fed_on_write`` is as given), then
@@ -917,7 +895,7 @@ class IndexSync:
                 )
             )
         ]
-        conn.execute("DELETE FROM index_pending WHERE seq <= ?", (min(applied, default=0),))
+        forget_pending(conn, min(applied, default=0))
 
     # -- lifetime ----------------------------------------------------------
 
@@ -938,39 +916,9 @@ class IndexSync:
         if self._cache_entry is not None:
             self._cache_entry.release()
 
-    @contextmanager
-    def _index_errors(self, folder: Path | None = None) -> Iterator[None]:
+    def _index_errors(self, folder: Path | None = None) -> storage_errors:
         """An OSError from writing an index (a full disk) leaves as the store's error for it."""
-        try:
-            yield
-        except OSError as error:
-            _raise_translated(folder or self.folder(self._kinds[0]), error)
-
-
-def _raise_translated(path: Path, error: OSError) -> NoReturn:
-    translated = storage_error(path, error)
-    if translated is None:
-        raise error
-    raise translated from error
-
-
-def _process_alive(pid: int) -> bool:
-    """Whether a process with this id is running (ours counts: it may be rebuilding now).
-
-    The number comes from a folder's name, which anyone may have made: one no
-    process can have (0, or past ``PID_MAX``) is no process's.
-    """
-    if pid == os.getpid():
-        return True
-    if not 0 < pid <= PID_MAX:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process
-    return True
+        return storage_errors(folder or self.folder(self._kinds[0]))
 
 
 def _copy_refused(problem: str, refused: IndexDamaged) -> str:
@@ -1001,24 +949,3 @@ def _applied_seq(conn: Any, kind: type[DerivedIndex]) -> int:
 def _packed_key(kind: type[DerivedIndex]) -> str:
     """The change of ``index_pending`` the files packed in the store file reflect."""
     return f"{kind.name}_packed_seq"
-
-
-def _remove_tree(path: Path, *, ignore_errors: bool = True) -> None:
-    """Remove a folder and everything in it (shutil loads only when one is removed).
-
-    Anything else by its name (a link, which a folder from elsewhere may hold
-    where a rebuild folder goes, or a file) is removed itself, never followed.
-    """
-    import shutil
-
-    try:
-        if not stat.S_ISDIR(os.lstat(path).st_mode):
-            path.unlink()
-            return
-    except FileNotFoundError:
-        return
-    except OSError:
-        if not ignore_errors:
-            raise
-        return
-    shutil.rmtree(path, ignore_errors=ignore_errors)

@@ -11,20 +11,18 @@ gets, for an id in another workspace, exactly the miss an unknown id gets.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from researchstore.catalogue import TOOLS
-from researchstore.db import storage_error
-from researchstore.derived import IndexDamaged, is_panic
+from researchstore.derived import IndexDamaged
 from researchstore.errors import (
     InvalidInput,
     NotEntitled,
     ResearchStoreError,
     StoreDamaged,
-    UpstreamUnavailable,
 )
+from researchstore.foreign_errors import tool_errors
 from researchstore.params import Tool
 from researchstore.principal import Principal, current_principal
 from researchstore.queries import owning_workspace
@@ -115,37 +113,25 @@ def call_tool(
             f"unknown tool {name!r}; known tools: {', '.join(sorted(tools))}", field="tool"
         ).to_envelope()
     try:
-        bound = tool.bind(arguments)
-        principal = current_principal()
-        if tool.scope is not None:
-            principal.require(tool.scope, bound.get("workspace_id"))
-        if not principal.unrestricted:
-            return {"result": _run_within_workspaces(store, tool, bound)}
-        return {"result": tool.run(store, bound)}
+        # The envelope boundary: every error leaves the block as one of ours.
+        with tool_errors(store.path):
+            bound = tool.bind(arguments)
+            principal = current_principal()
+            if tool.scope is not None:
+                principal.require(tool.scope, bound.get("workspace_id"))
+            if not principal.unrestricted:
+                return {"result": _run_within_workspaces(store, tool, bound)}
+            return {"result": tool.run(store, bound)}
     except IndexDamaged as damage:
         return on_damage(store, damage)
     except ResearchStoreError as error:
         return error.to_envelope()
-    except (sqlite3.DatabaseError, OSError) as error:
-        translated = storage_error(store.path, error)
-        if translated is not None:
-            return translated.to_envelope()
-        if isinstance(error, sqlite3.OperationalError):
-            return UpstreamUnavailable(f"the store is busy or unreadable: {error}").to_envelope()
-        return ResearchStoreError(f"{type(error).__name__}: {error}").to_envelope()
-    except Exception as error:  # the envelope boundary: nothing escapes a tool
-        return ResearchStoreError(f"{type(error).__name__}: {error}").to_envelope()
-    except BaseException as error:
-        if not is_panic(error):
-            raise  # KeyboardInterrupt, SystemExit, a cancelled task: not ours to keep
-        # A panic the index did not turn into IndexDamaged itself.
-        return on_damage(store, IndexDamaged(f"a Rust panic: {error}"))
 
 
 def _index_damaged(store: Store, damage: IndexDamaged) -> dict[str, Any]:
     """The envelope of a call that met a damaged index, the index repaired meanwhile."""
     try:
-        return store.sync.recover(damage).to_envelope()
+        return store.recover_index(damage).to_envelope()
     except Exception as error:  # the boundary holds even if the repair breaks
         return StoreDamaged(
             f"the word index beside {store.path} is damaged ({damage.message}); repairing it "

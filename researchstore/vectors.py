@@ -15,7 +15,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from researchstore.db import read_meta, read_meta_number, store_file, write_meta
+from researchstore.chunk_rows import clear_embed_failures, mark_embed_failed, mark_embedded
+from researchstore.db import delete_meta, read_meta, read_meta_number, store_file, write_meta
 from researchstore.derived import index_title
 from researchstore.errors import InvalidInput, StoreDamaged
 from researchstore.packing import forget as forget_packed
@@ -121,15 +122,10 @@ def drop_vectors(conn: sqlite3.Connection) -> int:
     The chunks whose embedding failed are ``ok`` again (their failure was the model's).
     """
     count = int(conn.execute("SELECT count(*) FROM vectors").fetchone()[0])
-    conn.execute(
-        "UPDATE chunks SET status = 'ok' WHERE id IN (SELECT chunk_rowid FROM embed_failures)"
-    )
+    clear_embed_failures(conn)
     conn.execute("DELETE FROM embed_failures")
     conn.execute("DELETE FROM vectors")
-    conn.execute(
-        "DELETE FROM meta WHERE key IN (?, ?, ?, 'vectors_applied_seq')",
-        (MODEL_KEY, DIMENSION_KEY, FOLDER_KEY),
-    )
+    delete_meta(conn, MODEL_KEY, DIMENSION_KEY, FOLDER_KEY, "vectors_applied_seq")
     forget_packed(conn, "vectors")
     return count
 
@@ -227,9 +223,7 @@ def write_vectors(
             stored += 1
             reports.add(chunk.report_id)
             conn.execute("DELETE FROM embed_failures WHERE chunk_rowid = ?", (chunk.rowid,))
-            conn.execute(
-                "UPDATE chunks SET status = 'ok' WHERE id = ? AND status != 'ok'", (chunk.rowid,)
-            )
+            mark_embedded(conn, chunk.rowid)
     return reports, stored
 
 
@@ -239,11 +233,7 @@ def record_failures(
     """Mark chunks whose embedding failed ``embed_failed``, with why; how many."""
     count = 0
     for chunk, reason in failures:
-        updated = conn.execute(
-            "UPDATE chunks SET status = 'embed_failed' WHERE id = ? AND chunk_id = ?",
-            (chunk.rowid, chunk.chunk_id),
-        ).rowcount
-        if not updated:
+        if not mark_embed_failed(conn, chunk.rowid, chunk.chunk_id):
             continue
         conn.execute(
             "INSERT INTO embed_failures (chunk_rowid, reason, failed_at) VALUES (?, ?, ?) "

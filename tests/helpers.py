@@ -39,7 +39,7 @@ import trustme
 from programs.hashing import HashingEmbedder as HashingEmbedder  # for test modules
 
 from researchstore.fetch import FetchPolicy, static_resolver
-from researchstore.store import Store
+from researchstore.library import Library
 
 if TYPE_CHECKING:
     from mcp import ClientSession
@@ -538,7 +538,8 @@ async def mcp_http_session(url: str, key: str | None) -> AsyncIterator[ClientSes
 
 
 def mcp_open_session(client: Any, url: str, key: str, **headers: str) -> Any:
-    """POST an MCP ``initialize`` with ``key``: the response (its session id in a header)."""
+    """POST an MCP ``initialize`` with ``key``: the response (a stateless server's has
+    no session id; ``session_of`` reads it as ``""``)."""
     message = {
         "jsonrpc": "2.0",
         "id": 0,
@@ -551,20 +552,20 @@ def mcp_open_session(client: Any, url: str, key: str, **headers: str) -> Any:
     }
     response = client.post(url, json=message, headers={**MCP_ACCEPT, "x-api-key": key, **headers})
     if response.status_code == 200:
-        session = {"mcp-session-id": response.headers["mcp-session-id"]}
         notice = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-        client.post(url, json=notice, headers=mcp_headers(key, session["mcp-session-id"]))
+        client.post(url, json=notice, headers=mcp_headers(key, session_of(response)))
     return response
 
 
+def session_of(response: Any) -> str:
+    """The session id an ``initialize`` answer names, ``""`` for none (a stateless server)."""
+    return str(response.headers.get("mcp-session-id", ""))
+
+
 def mcp_headers(key: str, session_id: str) -> dict[str, str]:
-    """The headers of a request in an open session."""
-    return {
-        **MCP_ACCEPT,
-        "x-api-key": key,
-        "mcp-session-id": session_id,
-        "mcp-protocol-version": MCP_PROTOCOL,
-    }
+    """The headers of a request in an open session (``""``: none)."""
+    session = {"mcp-session-id": session_id} if session_id else {}
+    return {**MCP_ACCEPT, "x-api-key": key, **session, "mcp-protocol-version": MCP_PROTOCOL}
 
 
 def mcp_call(client: Any, url: str, key: str, session_id: str, tool: str, arguments: Any) -> Any:
@@ -648,7 +649,7 @@ class Built:
         from researchstore.auth import create_key
         from researchstore.reingest import reingest
 
-        with Store(self.db, progress=False) as store:
+        with Library(self.db, progress=False) as store:
             store.ingest(folder / "fixtures", name="fixtures")
             store.ingest(self.notes, name="notes")
             ledger = ledger_chunks(store)
@@ -659,7 +660,7 @@ class Built:
             self.key = create_key(store, scopes=(), workspaces=())
 
 
-def ledger_chunks(store: Store) -> list[dict[str, Any]]:
+def ledger_chunks(store: Library) -> list[dict[str, Any]]:
     hits = store.search("ledger", limit=5)
     (report_id,) = {hit["report_id"] for hit in hits if hit["title"] == "Apiary ledger"}
     report = ok(store.call("research_get_report", {"report_id": report_id}))["report"]

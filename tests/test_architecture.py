@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,15 +28,15 @@ def _type_checking_only(node: ast.If) -> bool:
     )
 
 
-def imported_modules(name: str) -> set[str]:
-    """Package modules ``name`` imports, at module level or inside functions,
-    leaving out imports made for type checking only."""
+def imported_modules(name: str, *, type_checking: bool = False) -> set[str]:
+    """Package modules ``name`` imports, at module level or inside functions;
+    those imported for type checking only are left out unless ``type_checking``."""
     tree = ast.parse(MODULES[name].read_text())
     found: set[str] = set()
     package = name if MODULES[name].name == "__init__.py" else name.rpartition(".")[0]
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _type_checking_only(node):
+        if not type_checking and isinstance(node, ast.If) and _type_checking_only(node):
             for child in node.orelse:
                 visit(child)
             return
@@ -56,9 +57,10 @@ def imported_modules(name: str) -> set[str]:
     return {module for module in found if module in MODULES and module != name}
 
 
-def cycles() -> list[list[str]]:
-    """Strongly connected groups of more than one module (Tarjan)."""
-    graph = {name: imported_modules(name) for name in MODULES}
+def cycles(*, type_checking: bool = False) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan); with
+    ``type_checking``, counting imports made for type checking only too."""
+    graph = {name: imported_modules(name, type_checking=type_checking) for name in MODULES}
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -96,12 +98,102 @@ def test_no_import_cycles_lazy_imports_included() -> None:
     assert cycles() == []
 
 
+def test_no_import_cycles_type_checking_imports_included() -> None:
+    """A loop closed only by ``if TYPE_CHECKING:`` imports still ties the modules
+    in it together: none can be read, typed or moved without the others."""
+    assert cycles(type_checking=True) == []
+
+
 def test_the_cycle_finder_finds_a_cycle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = {"researchstore.a": tmp_path / "a.py", "researchstore.b": tmp_path / "b.py"}
     fake["researchstore.a"].write_text("def f():\n    from researchstore import b\n")
     fake["researchstore.b"].write_text("from researchstore.a import f\n")
     monkeypatch.setattr(sys.modules[__name__], "MODULES", fake)
     assert cycles() == [["researchstore.a", "researchstore.b"]]
+
+
+def test_the_cycle_finder_finds_a_type_checking_cycle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = {"researchstore.a": tmp_path / "a.py", "researchstore.b": tmp_path / "b.py"}
+    fake["researchstore.a"].write_text("from researchstore import b\n")
+    fake["researchstore.b"].write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from researchstore.a import A\n"
+    )
+    monkeypatch.setattr(sys.modules[__name__], "MODULES", fake)
+    assert cycles() == []
+    assert cycles(type_checking=True) == [["researchstore.a", "researchstore.b"]]
+
+
+#: What ``store.py`` is built on, and all it may import (for type hints too):
+#: the connection, the schema, the errors, and the derived indexes it keeps.
+STORE_FLOOR = {
+    "researchstore.db",
+    "researchstore.derived",
+    "researchstore.errors",
+    "researchstore.index",
+    "researchstore.schema",
+    "researchstore.sync",
+    "researchstore.vector_index",
+    "researchstore.vectors",
+}
+#: Layers built on ``Store``, which it must not reach even through its floor.
+ABOVE_THE_STORE = (
+    "researchstore.library",
+    "researchstore.catalogue",
+    "researchstore.tools",
+    "researchstore.params",
+    "researchstore.check",
+    "researchstore.embed",
+    "researchstore.embedding",
+    "researchstore.model_choice",
+    "researchstore.ray_embed",
+    "researchstore.ingest",
+    "researchstore.evidence",
+    "researchstore.cli",
+    "researchstore.web",
+)
+
+
+def reached_from(name: str) -> set[str]:
+    """Every package module ``name`` imports, directly or not, type hints included."""
+    reached: set[str] = set()
+    waiting = [name]
+    while waiting:
+        for module in imported_modules(waiting.pop(), type_checking=True):
+            if module not in reached:
+                reached.add(module)
+                waiting.append(module)
+    return reached
+
+
+def test_the_store_imports_only_its_floor() -> None:
+    assert imported_modules("researchstore.store", type_checking=True) <= STORE_FLOOR
+
+
+def test_nothing_below_the_store_imports_what_is_built_on_it() -> None:
+    below = reached_from("researchstore.store")
+    built_on = {name for name in MODULES if "researchstore.store" in reached_from(name)}
+    assert "researchstore.store" not in below
+    assert below & built_on == set()
+    assert sorted(name for name in below if name.startswith(ABOVE_THE_STORE)) == [], (
+        "the store reaches a layer built on it"
+    )
+
+
+def test_only_the_store_reaches_into_its_index_sync() -> None:
+    """``Store.sync`` is the store's own: other modules ask the store (``search_index``,
+    ``feed_indexes``...), never the ``IndexSync`` behind it."""
+    reaching = sorted(
+        name
+        for name, path in MODULES.items()
+        if name not in {"researchstore.store", "researchstore.sync"}
+        and any(
+            isinstance(node, ast.Attribute) and node.attr == "sync"
+            for node in ast.walk(ast.parse(path.read_text()))
+        )
+    )
+    assert reaching == []
 
 
 @pytest.mark.parametrize(
@@ -117,6 +209,9 @@ def test_the_cycle_finder_finds_a_cycle(tmp_path: Path, monkeypatch: pytest.Monk
     ],
 )
 def test_a_heavy_dependency_is_imported_in_one_module(dependency: str, owner: str) -> None:
+    """Each heavy dependency is imported by one module; selectolax by the HTML
+    reader, whose steps (``html_<step>.py``, listed in ``HTML_TREE_STEPS``)
+    each read the tree it parses."""
     importers = sorted(
         name
         for name, path in MODULES.items()
@@ -129,7 +224,18 @@ def test_a_heavy_dependency_is_imported_in_one_module(dependency: str, owner: st
             for node in ast.walk(ast.parse(path.read_text()))
         )
     )
-    assert importers == [owner]
+    steps = HTML_TREE_STEPS if owner == "researchstore.ingest.html" else []
+    assert importers == sorted([owner, *steps])
+
+
+#: The HTML reader's steps, each reading selectolax's tree (``ingest/html.py``'s docstring).
+HTML_TREE_STEPS = [
+    "researchstore.ingest.html_cleaning",
+    "researchstore.ingest.html_container",
+    "researchstore.ingest.html_metadata",
+    "researchstore.ingest.html_nodes",
+    "researchstore.ingest.html_walk",
+]
 
 
 HEAVY = ("httpx", "httpcore", "mcp", "starlette", "pydantic", "anyio", "uvicorn")
@@ -150,3 +256,73 @@ def test_importing_the_library_loads_no_http_or_mcp_stack(code: str) -> None:
         [sys.executable, "-c", check], capture_output=True, text=True, timeout=60, check=True
     )
     assert result.stdout.strip() == "[]"
+
+
+def test_the_ingest_pipeline_counts_tokens_without_the_word_index() -> None:
+    """Ingest counts tokens with ``analysis.py``, a leaf: importing it loads
+    neither Tantivy nor the module that owns it."""
+    check = (
+        "import sys, researchstore.ingest.pipeline\n"
+        "print(sorted({'tantivy', 'researchstore.index'} & set(sys.modules)))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", check], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert result.stdout.strip() == "[]"
+
+
+def test_the_analysis_module_imports_nothing_of_the_package_above_it() -> None:
+    assert imported_modules("researchstore.analysis") <= {
+        "researchstore.speedups",
+        "researchstore.unicode_words",
+    }
+
+
+#: A statement that writes a table, as the package spells its SQL (upper case).
+_WRITE = re.compile(
+    r"\b(?:INSERT(?: OR [A-Z]+)? INTO|REPLACE INTO|(?<!DO )UPDATE(?: OR [A-Z]+)?|DELETE FROM)"
+    r"\s+([a-z_][a-z0-9_]*)"
+)
+#: Migrations create and reshape every table: theirs are not a table's writes.
+_MIGRATIONS = "researchstore.schema"
+
+
+def sql_writes(name: str) -> set[str]:
+    """The tables the SQL in ``name``'s string literals writes (f-strings' fixed parts included)."""
+    tables: set[str] = set()
+    for node in ast.walk(ast.parse(MODULES[name].read_text())):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+        elif isinstance(node, ast.JoinedStr):
+            text = "".join(
+                part.value if isinstance(part, ast.Constant) else "?" for part in node.values
+            )
+        else:
+            continue
+        tables.update(_WRITE.findall(text))
+    return tables
+
+
+def table_writers() -> dict[str, list[str]]:
+    writers: dict[str, list[str]] = {}
+    for name in sorted(MODULES):
+        if name != _MIGRATIONS:
+            for table in sql_writes(name):
+                writers.setdefault(table, []).append(name)
+    return writers
+
+
+def test_each_table_is_written_by_one_module() -> None:
+    """One door per table (datasette's ``execute_write_fn``): its INSERT, UPDATE,
+    DELETE and REPLACE are in one module, and every other caller goes through it."""
+    shared = {table: names for table, names in table_writers().items() if len(names) > 1}
+    assert shared == {}
+
+
+def test_the_table_writers_are_found() -> None:
+    """The check above sees the writes it is meant to: a table each module is known to write."""
+    writers = table_writers()
+    assert writers["chunks"] == ["researchstore.chunk_rows"]
+    assert writers["index_pending"] == writers["meta"] == ["researchstore.db"]
+    assert writers["sources"] == writers["reports"] == ["researchstore.ingest.writer"]
+    assert sql_writes(_MIGRATIONS) >= {"vectors", "embed_failures", "meta"}

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from researchstore.index import count_tokens
+from researchstore.analysis import count_tokens
 from researchstore.ingest.chunking import chunk_blocks, chunk_segments
 from researchstore.ingest.model import Block, Segment
 
@@ -145,12 +145,11 @@ _EDGES = ["The", "AND", "is", "iT", "x" * 39, "Y" * 40, "thee", "andes", "a1", "
 def test_an_ascii_text_is_counted_as_tantivy_counts_it(text: str) -> None:
     """``count_tokens`` counts an ASCII text in C where the speedup is built: the
     same count as Tantivy's analyzer gives."""
-    from researchstore import index
+    from researchstore import analysis
+    from researchstore.index import analyze
 
-    if index._speedups is None:
+    if analysis.SPEEDUPS is None:
         pytest.skip("the C speedup is not built")
-    assert index._speedups.count_tokens(text, index._STOPWORD_SET) == len(
-        index._COUNTER.analyze(text)
-    )
-    # Not ASCII: Tantivy's to count.
-    assert index._speedups.count_tokens(text + "é", index._STOPWORD_SET) is None
+    assert analysis.SPEEDUPS.count_tokens(text, analysis.STOPWORD_SET) == len(analyze(text))
+    # Not ASCII: counted in Python.
+    assert analysis.SPEEDUPS.count_tokens(text + "é", analysis.STOPWORD_SET) is None

@@ -662,9 +662,9 @@ def test_a_one_shot_lookup_leaves_the_word_index_unloaded_and_a_search_loads_it(
 
 
 def test_a_store_opened_without_its_indexes_opens_them_for_a_search(ingested: Ingested) -> None:
-    from researchstore.store import Store
+    from researchstore.library import Library
 
-    with Store(ingested.db, progress=False, open_indexes=False) as store:
+    with Library(ingested.db, progress=False, open_indexes=False) as store:
         assert not store.sync.opened
         assert store.get_chunk(ingested.chunk_id) is not None
         assert not store.sync.opened

@@ -30,6 +30,7 @@ from helpers import (
     mcp_http_server,
     mcp_open_session,
     program,
+    session_of,
 )
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -162,7 +163,10 @@ def held(tmp_path: Path) -> Held:
 
 @pytest.fixture
 def held_url(held: Held) -> Iterator[str]:
-    with mcp_http_server(held.db, held.folder / "server.log", cli=held.cli) as url:
+    # One process: the held searches are held by this program's own search,
+    # which uvicorn's worker processes (started from an import string) would not run.
+    log = held.folder / "server.log"
+    with mcp_http_server(held.db, log, "--workers", "1", cli=held.cli) as url:
         yield url
 
 
@@ -189,7 +193,7 @@ def call(
 def open_session(client: httpx.Client, url: str, key: str) -> str:
     response = mcp_open_session(client, url, key)
     assert response.status_code == 200, response.text
-    return str(response.headers["mcp-session-id"])
+    return str(session_of(response))
 
 
 def in_thread(work: Any) -> tuple[threading.Thread, dict[str, Any]]:

@@ -34,7 +34,7 @@ from researchstore.db import queue_pending, storage_error
 from researchstore.derived import IndexedChunk
 from researchstore.errors import EXIT_CODES
 from researchstore.index import SearchIndex
-from researchstore.sync import SIDECAR
+from researchstore.index_folders import SIDECAR
 
 QUERY = "varroa mite"
 
@@ -484,7 +484,9 @@ def test_a_panic_over_http_is_one_error_and_the_server_recovers(
         async with mcp_http_session(url, key) as first, mcp_http_session(url, key) as second:
             return [await search(first), await search(first), await search(second)]
 
-    with mcp_http_server(db, tmp_path / "server.log") as url:
+    # One process: each of ``--workers N`` meets the damage in its own open index,
+    # and reports it once, before the repair of whichever process was first.
+    with mcp_http_server(db, tmp_path / "server.log", "--workers", "1") as url:
         (failed, error), (_, again), (_, other) = asyncio.run(run(url))
     assert failed and error["error"]["code"] == "internal"
     assert f"researchstore rebuild-index {db}" in error["error"]["message"]

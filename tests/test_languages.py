@@ -17,15 +17,16 @@ import pytest
 from helpers import write_report
 
 from researchstore import Store
+from researchstore.analysis import MARK
 from researchstore.index import (
     INDEX_SCHEMA_VERSION,
-    MARK,
     SearchIndex,
     analyze,
     index_terms,
     indexed_text,
     query_size,
 )
+from researchstore.index_folders import SIDECAR
 from researchstore.ingest.inspect import describe_file
 from researchstore.language import (
     ANALYSES,
@@ -34,7 +35,6 @@ from researchstore.language import (
     cjk_bigrams_with_offsets,
     detect_language,
 )
-from researchstore.sync import SIDECAR
 
 #: Sentences written for these tests, one a language, each holding the
 #: inflected form that the query's base form must find.

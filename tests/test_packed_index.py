@@ -168,11 +168,11 @@ def test_dropping_vectors_drops_their_copy(tmp_path: Path, hashing: HashingEmbed
 @pytest.fixture
 def boot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The machine's boot id, as a file a test can change (a restart)."""
-    from researchstore import sync
+    from researchstore import index_folders
 
     path = tmp_path / "boot_id"
     path.write_text("boot-1\n")
-    monkeypatch.setattr(sync, "BOOT_ID", path)
+    monkeypatch.setattr(index_folders, "BOOT_ID", path)
     return path
 
 
@@ -180,7 +180,7 @@ def _fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The names of the index files waited for on disk from now on."""
     import os
 
-    from researchstore.sync import SIDECAR
+    from researchstore.index_folders import SIDECAR
 
     names: list[str] = []
     real = os.fsync
@@ -201,7 +201,7 @@ def test_a_copy_is_written_back_without_waiting_for_the_disk_and_again_after_a_r
     """Waiting for the disk is most of a large copy's first answer; what the page
     cache holds is lost only with a restart, after which the files are written
     back again, and the answers are the same."""
-    from researchstore.sync import SIDECAR, read_sidecar
+    from researchstore.index_folders import SIDECAR, read_sidecar
 
     db = tmp_path / "a" / "r.db"
     source = _source(tmp_path / "source", count=2)
@@ -244,9 +244,9 @@ def test_a_copy_is_written_back_without_waiting_for_the_disk_and_again_after_a_r
 def test_where_no_boot_can_be_named_a_copy_is_written_back_to_disk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from researchstore import sync
+    from researchstore import index_folders
 
-    monkeypatch.setattr(sync, "BOOT_ID", tmp_path / "no-such-file")
+    monkeypatch.setattr(index_folders, "BOOT_ID", tmp_path / "no-such-file")
     db = tmp_path / "a" / "r.db"
     with Store(db, progress=False) as store:
         store.ingest(_source(tmp_path / "source", count=2), name="s")
@@ -256,4 +256,4 @@ def test_where_no_boot_can_be_named_a_copy_is_written_back_to_disk(
     with Store(copy, progress=False) as store:
         assert _answers(store, limit=20) == expected
         assert {path.name for path in store.index_path.glob("*.idx")} <= set(fsyncs)
-        assert "unflushed_boot" not in (sync.read_sidecar(store.index_path) or {})
+        assert "unflushed_boot" not in (index_folders.read_sidecar(store.index_path) or {})

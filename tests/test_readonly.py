@@ -23,7 +23,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import CLI, FIXTURE_SOURCE, mcp_call, mcp_http_server, mcp_open_session, program
+from helpers import (
+    CLI,
+    FIXTURE_SOURCE,
+    mcp_call,
+    mcp_http_server,
+    mcp_open_session,
+    program,
+    session_of,
+)
 
 from researchstore import InvalidInput, Store, StoreReadOnly
 from researchstore.auth import create_key
@@ -296,7 +304,7 @@ def test_the_http_server_stopped_by_sigterm_leaves_its_last_write_in_the_db(
 
     db, key = build(tmp_path)
     with mcp_http_server(db, tmp_path / "http.log") as url, httpx.Client(timeout=60) as client:
-        session = mcp_open_session(client, url, key).headers["mcp-session-id"]
+        session = session_of(mcp_open_session(client, url, key))
         response = mcp_call(client, url, key, session, "research_chunk_search", {"query": "bees"})
         assert response.status_code == 200
         assert wal_bytes(db) > 0  # the key's last-used time, not yet merged

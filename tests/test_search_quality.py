@@ -15,7 +15,8 @@ import pytest
 from helpers import write_report
 
 from researchstore import Store
-from researchstore.index import INDEX_SCHEMA_VERSION, analyze, count_tokens
+from researchstore.analysis import count_tokens
+from researchstore.index import INDEX_SCHEMA_VERSION, analyze
 
 
 def _search(store: Store, query: str, limit: int = 10) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ from helpers import long_text, program, write_report
 
 from researchstore import Store, StoreLocked
 from researchstore.check import check_store
-from researchstore.sync import SIDECAR
+from researchstore.index_folders import SIDECAR
 
 
 def _ids(hits: list[dict]) -> list[str]:

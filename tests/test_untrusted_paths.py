@@ -155,7 +155,7 @@ def test_a_renamed_packed_file_is_refused_without_a_crash(layout: Layout) -> Non
 
 def test_a_segment_id_naming_a_path_is_damage_not_a_path(layout: Layout) -> None:
     from researchstore.derived import IndexDamaged
-    from researchstore.index import segment_files
+    from researchstore.index_files import segment_files
 
     folder = layout.base / "index"
     folder.mkdir()
@@ -167,7 +167,7 @@ def test_a_segment_id_naming_a_path_is_damage_not_a_path(layout: Layout) -> None
 
 
 def test_a_link_in_the_index_folder_is_never_written_through(layout: Layout) -> None:
-    from researchstore.sync import SIDECAR
+    from researchstore.index_folders import SIDECAR
 
     with Store(layout.db, progress=False) as store:  # the index beside it, unpacked
         folder = store.index_path

@@ -27,7 +27,7 @@ from researchstore.stored import json_default
 
 if TYPE_CHECKING:
     from researchstore.embed import EmbedSummary
-    from researchstore.store import Store
+    from researchstore.library import Library
 
 
 def fail(message: str, *, exit_code: int) -> NoReturn:
@@ -77,15 +77,15 @@ def stopping_on_signals() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def open_store(path: str, *, must_exist: bool = True, **options: Any) -> Store:
+def open_store(path: str, *, must_exist: bool = True, **options: Any) -> Library:
     """The store at ``path``, to use as a context manager."""
     if must_exist and not Path(path).exists():
         raise InvalidInput(
             f"no store at {path} (create one with 'researchstore ingest')", field="store"
         )
-    from researchstore.store import Store
+    from researchstore.library import Library
 
-    return Store(path, **options)
+    return Library(path, **options)
 
 
 def echo_json(value: Any) -> None:

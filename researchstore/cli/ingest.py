@@ -15,7 +15,7 @@ from researchstore.cli.common import echo_json, fail, open_store, print_embed_su
 from researchstore.errors import ResearchStoreError, StoreDamaged, StoreLocked
 
 if TYPE_CHECKING:
-    from researchstore.store import Store
+    from researchstore.library import Library
 
 CHUNK_TOKENS = click.IntRange(16, 8192)
 
@@ -28,7 +28,7 @@ EMBED_OPTION = click.option(
 
 
 def embed_after_run(
-    store: Store, embed: bool | None, *, as_json: bool, older_than: int | None = None
+    store: Library, embed: bool | None, *, as_json: bool, older_than: int | None = None
 ) -> None:
     """Embed the chunks a run wrote, when asked (or by default with the extra there).
 
@@ -227,7 +227,7 @@ def reingest(
     failed = False
     printer = EventPrinter(as_json=as_json)
 
-    def run_once(store: Store) -> None:
+    def run_once(store: Library) -> None:
         nonlocal failed
         before = store.last_chunk_rowid()
         try:

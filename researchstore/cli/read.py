@@ -16,7 +16,7 @@ from researchstore.cli.common import echo_envelope, echo_json, fail_with_envelop
 from researchstore.errors import ResearchStoreError
 
 if TYPE_CHECKING:
-    from researchstore.store import Store
+    from researchstore.library import Library
 
 
 @click.command()
@@ -56,7 +56,7 @@ def call(store_path: str, tool_name: str, arguments: str) -> None:
         echo_envelope(store.call(tool_name, parsed))
 
 
-def load_query_model(store: Store) -> None:
+def load_query_model(store: Library) -> None:
     """Load the model that embeds the query, saying so on stderr: a one-shot search by
     meaning waits for it (seconds) more than for the search (milliseconds). A model
     that cannot load is left for the search to report, in its envelope."""

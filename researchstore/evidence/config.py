@@ -1,6 +1,6 @@
 """How retrievals run: ``RetrievalConfig``, passed in (never looked up in a registry).
 
-A store carries one as ``Store(..., retrieval=RetrievalConfig(...))``; a
+A store carries one as ``Library(..., retrieval=RetrievalConfig(...))``; a
 call to ``retrieve`` may pass its own. The HTTP stack is not imported here:
 the default fetcher is chosen when a retrieval runs.
 """

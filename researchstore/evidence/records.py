@@ -21,9 +21,12 @@ from researchstore.errors import ResearchStoreError
 from researchstore.evidence.config import RetrievalConfig
 from researchstore.evidence.outcome import Outcome, clip
 from researchstore.fetch.urls import without_fragment
-from researchstore.ids import new_id
 from researchstore.ingest.chunking import chunk_blocks, chunk_segments
-from researchstore.ingest.writer import write_document_report
+from researchstore.ingest.writer import (
+    add_source,
+    record_finished_version,
+    write_document_report,
+)
 
 if TYPE_CHECKING:
     from researchstore.store import Store
@@ -87,17 +90,9 @@ def write_evidence(
     revision = (known["revision"] + 1) if known is not None else 1
     source_name = f"workspace:{workspace_id}"
     source_id = _workspace_source(conn, source_name, workspace_id, now)
-    version_rowid = conn.execute(
-        "INSERT INTO source_versions (version_id, source_id, started_at, finished_at, status, "
-        "summary) VALUES (?, ?, ?, ?, 'completed', ?)",
-        (
-            new_id(),
-            source_id,
-            stamp(now),
-            stamp(now),
-            json.dumps({"evidence_id": evidence_id, "revision": revision}),
-        ),
-    ).lastrowid
+    version_rowid = record_finished_version(
+        conn, source_id, stamp(now), {"evidence_id": evidence_id, "revision": revision}
+    )
     if document.segments:
         _, drafts = chunk_segments(document.segments, target_tokens=store.chunk_tokens)
         path = f"{evidence_id}/captions.{'vtt' if document.kind == 'vtt' else 'srt'}"
@@ -160,10 +155,4 @@ def _workspace_source(conn: sqlite3.Connection, name: str, workspace_id: str, no
                 "this workspace cannot be stored"
             )
         return int(row["id"])
-    return int(
-        conn.execute(
-            "INSERT INTO sources (name, root, kind, created_at) VALUES (?, ?, 'workspace', ?)",
-            (name, workspace_id, stamp(now)),
-        ).lastrowid
-        or 0
-    )
+    return add_source(conn, name, workspace_id, "workspace", stamp(now))

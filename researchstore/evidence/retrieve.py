@@ -80,10 +80,11 @@ def retrieve(
 ) -> dict[str, Any]:
     """Run (or replay) one retrieval; returns seed 002's ``{"retrieval": ...}``.
 
-    ``config`` defaults to the store's (``Store(retrieval=...)``), else to
+    ``config`` defaults to the store's (``Library(retrieval=...)``), else to
     ``RetrievalConfig.from_env()``. Setting ``cancel`` stops the fetch; the
     receipt then settles ``cancelled``.
     """
+    # The setting is a ``Library``'s: a bare ``store.Store`` carries none.
     config = config or getattr(store, "retrieval", None) or RetrievalConfig.from_env()
     workspace_id = _canonical_uuid(workspace_id, "workspace_id")
     mutation_id = _canonical_uuid(mutation_id, "mutation_id")

@@ -20,7 +20,7 @@ import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from researchstore.index import count_tokens
+from researchstore.analysis import count_tokens
 from researchstore.ingest.model import Block, ChunkDraft, Segment
 
 DEFAULT_TARGET_TOKENS = 256

@@ -36,6 +36,8 @@ from researchstore.ingest.writer import (
     begin_version,
     existing_reports,
     finish_version,
+    record_link_choice,
+    record_signature,
     remove_reports,
 )
 from researchstore.progress import progress_bar
@@ -230,9 +232,7 @@ def _link_choice(store: Store, source_id: int, follow: bool | None) -> bool:
     if follow is None or follow == recorded:
         return recorded
     with store.transaction() as conn:
-        conn.execute(
-            "UPDATE sources SET follow_external_links = ? WHERE id = ?", (int(follow), source_id)
-        )
+        record_link_choice(conn, source_id, follow)
     return follow
 
 
@@ -252,9 +252,7 @@ def _accept(
     if known is not None and known.content_hash == outcome.content_hash:
         # Touched but not changed: remember the new file times only.
         with store.transaction() as conn:
-            conn.execute(
-                "UPDATE reports SET signature = ? WHERE report_id = ?", (signature, known.report_id)
-            )
+            record_signature(conn, known.report_id, signature)
         summary.unchanged += 1
         return
     writer.add(outcome)

@@ -130,7 +130,7 @@ def _main_module_hidden() -> Iterator[None]:
     """Start workers without re-running the caller's script in each of them.
 
     A spawned worker imports the parent's ``__main__`` first; a script that
-    calls ``Store.ingest`` at top level (no ``if __name__ == "__main__"``
+    calls ``Library.ingest`` at top level (no ``if __name__ == "__main__"``
     guard) would then run again inside every worker. Workers need nothing
     from ``__main__``, so it is hidden while they start (they start inside
     ``submit``, in the calling thread).

@@ -3,7 +3,7 @@
 ``ReportWriter`` writes prepared reports in batched transactions, each
 report under a savepoint (a report that cannot be written is refused alone),
 and queues the change for the derived indexes in the same transaction; after
-the commit it feeds the indexes through ``store.sync``. A modified report is
+the commit it feeds the indexes (``Store.feed_indexes``). A modified report is
 replaced whole: its chunks are retired to the forwarding record, its rows
 deleted and written again with new ids.
 """
@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from researchstore.chunk_rows import delete_report_chunks, insert_chunks
 from researchstore.dates import NO_DATE, is_iso_date, utc_now
 from researchstore.db import last_pending_seq, queue_pending, read_meta, write_meta
 from researchstore.derived import IndexedChunk, index_title
@@ -117,7 +118,7 @@ class ReportWriter:
                 self.summary.count_written(prepared, outcome)
         replaced = False
         for report_id, existed, chunks in to_index:
-            self.store.sync.feed(report_id, chunks, replaced=existed)
+            self.store.feed_indexes(report_id, chunks, replaced=existed)
             replaced = replaced or existed
             self.uncommitted_chunks += len(chunks)
         self.batch.clear()
@@ -138,10 +139,10 @@ class ReportWriter:
         if not self.last_seq:
             pass
         elif self.last_seq != self.committed_seq:
-            self.store.sync.commit(self.last_seq, fed_on_write=None if final else True)
+            self.store.commit_indexes(self.last_seq, fed_on_write=None if final else True)
             self.committed_seq = self.last_seq
         elif final:
-            self.store.sync.commit(self.last_seq, fed_on_write=False)
+            self.store.commit_indexes(self.last_seq, fed_on_write=False)
         self.uncommitted_chunks = 0
         self.last_index_commit = time.monotonic()
 
@@ -188,7 +189,7 @@ class ReportWriter:
             retire_report_chunks(
                 conn, report_id, version_rowid=self.version_rowid, reason="modified", now=now
             )
-            conn.execute("DELETE FROM chunks WHERE report_id = ?", (report_id,))
+            delete_report_chunks(conn, report_id)
             conn.execute("DELETE FROM documents WHERE report_id = ?", (report_id,))
             conn.execute(
                 "UPDATE reports SET folder_id = ?, source_version_id = ?, is_dir = ?, title = ?, "
@@ -270,10 +271,8 @@ class ReportWriter:
         for draft in document.drafts:
             if draft.heading_path not in paths:
                 paths[draft.heading_path] = _to_json(draft.heading_path)
-        conn.executemany(
-            "INSERT INTO chunks (chunk_id, document_rowid, report_id, position, status, text, "
-            "token_count, heading_path, start_ms, end_ms, char_start, char_end) "
-            "VALUES (?, ?, ?, ?, 'ok', ?, ?, ?, ?, ?, ?, ?)",
+        insert_chunks(
+            conn,
             [
                 (
                     chunk_id,
@@ -438,10 +437,7 @@ def begin_version(
         prune_history(conn)
         row = conn.execute("SELECT id, kind, root FROM sources WHERE name = ?", (name,)).fetchone()
         if row is None:
-            source_id = conn.execute(
-                "INSERT INTO sources (name, root, kind, created_at) VALUES (?, ?, ?, ?)",
-                (name, str(root), kind, utc_now()),
-            ).lastrowid
+            source_id = add_source(conn, name, str(root), kind, utc_now())
         elif row["kind"] != kind:
             raise InvalidInput(
                 f"the source name {name!r} is taken by a source of kind {row['kind']!r}; "
@@ -467,6 +463,43 @@ def begin_version(
             (version_id, source_id, utc_now()),
         ).lastrowid
     return Version(int(source_id or 0), int(version_rowid or 0), version_id, moved_from)
+
+
+def add_source(conn: sqlite3.Connection, name: str, root: str, kind: str, now: str) -> int:
+    """A new source's row; its id."""
+    return int(
+        conn.execute(
+            "INSERT INTO sources (name, root, kind, created_at) VALUES (?, ?, ?, ?)",
+            (name, root, kind, now),
+        ).lastrowid
+        or 0
+    )
+
+
+def record_link_choice(conn: sqlite3.Connection, source_id: int, follow: bool) -> None:
+    """Whether the source follows links outside its root, from now on."""
+    conn.execute(
+        "UPDATE sources SET follow_external_links = ? WHERE id = ?", (int(follow), source_id)
+    )
+
+
+def record_finished_version(
+    conn: sqlite3.Connection, source_id: int, now: str, summary: dict[str, Any]
+) -> int:
+    """A run of the source that is over as it starts (evidence stored in one step); its rowid."""
+    return int(
+        conn.execute(
+            "INSERT INTO source_versions (version_id, source_id, started_at, finished_at, "
+            "status, summary) VALUES (?, ?, ?, ?, 'completed', ?)",
+            (new_id(), source_id, now, now, json.dumps(summary)),
+        ).lastrowid
+        or 0
+    )
+
+
+def record_signature(conn: sqlite3.Connection, report_id: int, signature: str) -> None:
+    """A report touched but not changed: its new file times only."""
+    conn.execute("UPDATE reports SET signature = ? WHERE report_id = ?", (signature, report_id))
 
 
 def finish_version(
@@ -524,11 +557,11 @@ def remove_reports(store: Store, report_ids: list[int], *, version_rowid: int) -
             retire_report_chunks(
                 conn, report_id, version_rowid=version_rowid, reason="removed", now=now
             )
-            conn.execute("DELETE FROM chunks WHERE report_id = ?", (report_id,))
+            delete_report_chunks(conn, report_id)
             conn.execute("DELETE FROM documents WHERE report_id = ?", (report_id,))
             conn.execute("DELETE FROM reports WHERE report_id = ?", (report_id,))
             queue_pending(conn, report_id, now)
-    store.sync.remove(report_ids)
+    store.remove_from_indexes(report_ids)
 
 
 class RemovedSource(NamedTuple):
@@ -603,5 +636,5 @@ def remove_source(store: Store, name: str) -> RemovedSource:
             )
             seq = last_pending_seq(conn)
         if report_ids:
-            store.sync.commit(seq)
+            store.commit_indexes(seq)
     return contents

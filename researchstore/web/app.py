@@ -52,7 +52,7 @@ from researchstore.web.pages import (
 )
 
 if TYPE_CHECKING:
-    from researchstore.store import Store
+    from researchstore.library import Library
 
 log = logging.getLogger("researchstore.web")
 
@@ -66,7 +66,7 @@ SECURITY_HEADERS = {
 }
 
 
-def web_app(store: Store, *, require_key: bool = False, host: str = "127.0.0.1") -> Starlette:
+def web_app(store: Library, *, require_key: bool = False, host: str = "127.0.0.1") -> Starlette:
     """The pages of ``store``; with ``require_key``, each needs a live API key.
 
     Bound to a loopback ``host``, only requests naming this machine by a
@@ -111,7 +111,7 @@ PageBuilder = Callable[[Request], Page]
 class Pages:
     """The app's handlers: each builds its page in a worker thread and renders it."""
 
-    def __init__(self, store: Store, templates: Environment, *, require_key: bool) -> None:
+    def __init__(self, store: Library, templates: Environment, *, require_key: bool) -> None:
         self.store = store
         self.templates = templates
         self.require_key = require_key

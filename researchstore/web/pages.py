@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
+from researchstore.db import pending_count
 from researchstore.kinds import DOCUMENT_KINDS
 from researchstore.overview import change_marker, list_reports, store_overview
 from researchstore.params import MAX_SAFE_INTEGER
 from researchstore.principal import ANY_WORKSPACE, Principal
 
 if TYPE_CHECKING:
-    from researchstore.store import Store
+    from researchstore.library import Library
 
 #: Hits on one page of search results, and the most the search tool returns.
 HITS_PER_PAGE = 10
@@ -81,7 +82,7 @@ def not_found(what: str) -> PageError:
     return PageError(404, "invalid_input", what, title="Not found")
 
 
-def call(store: Store, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+def call(store: Library, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     """A tool's result; its error as a ``PageError``."""
     envelope = store.call(tool, arguments)
     if "error" in envelope:
@@ -109,7 +110,7 @@ class OverviewCache:
         self._lock = threading.Lock()
         self._kept: dict[Any, tuple[tuple[Any, ...], dict[str, Any]]] = {}
 
-    def get(self, store: Store, workspaces: Collection[str] | None) -> dict[str, Any]:
+    def get(self, store: Library, workspaces: Collection[str] | None) -> dict[str, Any]:
         view = None if workspaces is None else frozenset(workspaces)
         with store.reading() as conn:
             marker = change_marker(conn)
@@ -128,20 +129,18 @@ class OverviewCache:
 # -- the pages -----------------------------------------------------------------
 
 
-def home_page(store: Store, cache: OverviewCache, principal: Principal) -> Page:
+def home_page(store: Library, cache: OverviewCache, principal: Principal) -> Page:
     """The store at a glance."""
     overview = cache.get(store, visible_workspaces(principal))
     data = {"overview": overview, "index": index_state(store)}
     return Page("home.html", data)
 
 
-def index_state(store: Store) -> dict[str, Any]:
+def index_state(store: Library) -> dict[str, Any]:
     """The word index's size and pending work, and the search modes the store offers."""
-    from researchstore.index import SearchIndex
-
-    words = store.sync.get(SearchIndex)
+    words = store.search_index()
     with store.reading() as conn:
-        pending = conn.execute("SELECT count(*) FROM index_pending").fetchone()[0]
+        pending = pending_count(conn)
     default_mode = store.default_search_mode()
     return {
         "word_index": {
@@ -161,7 +160,7 @@ def search_modes(default_mode: str) -> list[str]:
 
 
 def search_page(
-    store: Store,
+    store: Library,
     cache: OverviewCache,
     principal: Principal,
     params: Sequence[tuple[str, str]],
@@ -259,7 +258,7 @@ def unescape_snippet(text: str) -> str:
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
-def document_page(store: Store, document_id: str, start_text: str) -> Page:
+def document_page(store: Library, document_id: str, start_text: str) -> Page:
     """A document's chunks in order (a window of them), its report and its parents."""
     start = parse_int(start_text or "0", "from", minimum=0)
     document = call(store, "get_document", {"id": document_id})["document"]
@@ -290,7 +289,7 @@ def document_page(store: Store, document_id: str, start_text: str) -> Page:
     return Page("document.html", data, context)
 
 
-def chunk_page(store: Store, chunk_id: str) -> Page:
+def chunk_page(store: Library, chunk_id: str) -> Page:
     """Where a chunk id is: its document at that chunk, or where its text lives now."""
     resolution = call(store, "research_resolve_chunk", {"chunk_id": chunk_id})["resolution"]
     if resolution is None:
@@ -313,7 +312,7 @@ def chunk_page(store: Store, chunk_id: str) -> Page:
 
 
 def reports_page(
-    store: Store,
+    store: Library,
     cache: OverviewCache,
     principal: Principal,
     *,
@@ -348,7 +347,7 @@ def reports_page(
     return Page("reports.html", {"sources": None, "listing": listing}, context)
 
 
-def report_page(store: Store, report_text: str) -> Page:
+def report_page(store: Library, report_text: str) -> Page:
     """A report: its title, date, tags and documents."""
     report_id = parse_int(report_text, "report_id", minimum=1)
     report = call(store, "research_get_report", {"report_id": report_id})["report"]

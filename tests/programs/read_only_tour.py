@@ -20,7 +20,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from helpers import CLI, FIXTURE_SOURCE, mcp_call, mcp_http_server, mcp_open_session
+from helpers import CLI, FIXTURE_SOURCE, mcp_call, mcp_http_server, mcp_open_session, session_of
 
 from researchstore import ResearchStoreError, Store
 
@@ -114,7 +114,7 @@ def through_http(db: str, key: str, work: Path, chunk_id: str) -> dict[str, Any]
     import httpx
 
     with mcp_http_server(db, work / "http.log") as url, httpx.Client(timeout=60) as client:
-        session = mcp_open_session(client, url, key).headers["mcp-session-id"]
+        session = session_of(mcp_open_session(client, url, key))
         results = {}
         for tool, arguments in {
             "research_chunk_search": {"query": "varroa mite"},
