@@ -852,8 +852,8 @@ def bench_fts5(fts_path: Path, queries: list[dict[str, Any]], warmup: list[dict]
 
 
 def bench_rebuild(db: Path, workdir: Path, progress: bool) -> dict[str, Any]:
-    from researchstore.index import SearchIndex
     from researchstore import Store
+    from researchstore.index import SearchIndex
 
     folder = workdir / "rebuild"
     shutil.rmtree(folder, ignore_errors=True)

@@ -159,7 +159,7 @@ MAX_ID_LENGTH = 200
 
 def _query_problem(query: str) -> str | None:
     """Why a search query asks too much of the index, or None."""
-    from researchstore.index import query_size
+    from researchstore.analysis import query_size
 
     terms, phrases = query_size(query)
     if terms > MAX_QUERY_TERMS:

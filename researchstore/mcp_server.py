@@ -50,9 +50,9 @@ from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from researchstore import __version__, auth, contracts
-from researchstore.library import Library
 from researchstore.catalogue import served_tools
 from researchstore.hosts import HostGuard
+from researchstore.library import Library
 from researchstore.mcp_calls import (
     CALL_SCOPE_KEY,
     OUTCOME_SCOPE_KEY,

@@ -129,7 +129,7 @@ def test_caption_chunks_are_ordered_in_time(lines: list[str], target: int) -> No
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=400) | st.lists(WORDS, max_size=80).map(" ".join))
 def test_token_counts_are_the_tokens_the_index_stores(text: str) -> None:
-    from researchstore.index import analyze
+    from researchstore.analysis import analyze
 
     assert count_tokens(text) == len(analyze(text))
 
@@ -146,7 +146,7 @@ def test_an_ascii_text_is_counted_as_tantivy_counts_it(text: str) -> None:
     """``count_tokens`` counts an ASCII text in C where the speedup is built: the
     same count as Tantivy's analyzer gives."""
     from researchstore import analysis
-    from researchstore.index import analyze
+    from researchstore.analysis import analyze
 
     if analysis.SPEEDUPS is None:
         pytest.skip("the C speedup is not built")

@@ -22,8 +22,8 @@ from click.testing import CliRunner
 from helpers import run_summaries
 
 from researchstore import IngestSummary, Store
+from researchstore.analysis import analyze
 from researchstore.cli import main
-from researchstore.index import analyze
 from researchstore.ingest.inspect import describe_file
 
 ROOT = Path(__file__).resolve().parent.parent

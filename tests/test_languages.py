@@ -17,15 +17,8 @@ import pytest
 from helpers import write_report
 
 from researchstore import Store
-from researchstore.analysis import MARK
-from researchstore.index import (
-    INDEX_SCHEMA_VERSION,
-    SearchIndex,
-    analyze,
-    index_terms,
-    indexed_text,
-    query_size,
-)
+from researchstore.analysis import MARK, analyze, index_terms, indexed_text, query_size
+from researchstore.index import INDEX_SCHEMA_VERSION, SearchIndex
 from researchstore.index_folders import SIDECAR
 from researchstore.ingest.inspect import describe_file
 from researchstore.language import (

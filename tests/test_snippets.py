@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import researchstore.highlight as highlight_module
-from researchstore.analysis import MARK
+from researchstore.analysis import MARK, analyze, index_terms
 from researchstore.highlight import _speedups
-from researchstore.index import HIGHLIGHTER, analyze, index_terms
+from researchstore.index import HIGHLIGHTER
 from researchstore.speedups import Speedups
 
 highlight = HIGHLIGHTER.highlight

@@ -21,9 +21,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import researchstore.index as index_module
+from researchstore.analysis import index_terms
 from researchstore.derived import IndexedChunk
 from researchstore.filters import SearchFilters
-from researchstore.index import SearchIndex, WordQuery, index_terms
+from researchstore.index import SearchIndex, WordQuery
 
 WORDS = ["hive", "queen", "brood", "frame", "honey", "swarm", "wax", "smoke", "mite", "cell"]
 NORWEGIAN = ["kube", "dronning", "yngel", "ramme", "honning", "sverm", "voks"]
