@@ -256,7 +256,7 @@ class Vocabulary:
 
     def tokens_per_word(self) -> float:
         """Index tokens the project's analyzer keeps per generated word."""
-        from researchstore.analysis import count_tokens
+        from researchstore.text.analysis import count_tokens
 
         total = self.cum_weights[-1]
         previous = 0.0
@@ -584,7 +584,7 @@ def child_bare(workdir: Path, corpus: Path, batch_size: int, commit_every: int) 
     import tantivy
     from selectolax.lexbor import LexborHTMLParser
 
-    from researchstore.index import build_analyzer  # the same analyzer, nothing else
+    from researchstore.indexes.index import build_analyzer  # the same analyzer, nothing else
 
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
@@ -853,7 +853,7 @@ def bench_fts5(fts_path: Path, queries: list[dict[str, Any]], warmup: list[dict]
 
 def bench_rebuild(db: Path, workdir: Path, progress: bool) -> dict[str, Any]:
     from researchstore import Store
-    from researchstore.index import SearchIndex
+    from researchstore.indexes.index import SearchIndex
 
     folder = workdir / "rebuild"
     shutil.rmtree(folder, ignore_errors=True)

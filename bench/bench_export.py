@@ -48,8 +48,8 @@ SAMPLE_S = 0.02
 
 def child(mode: str, db: Path, out: Path) -> dict[str, Any]:
     """One measurement in this (fresh) process."""
-    from researchstore.db import connect
     from researchstore.export import ROWS_SQL, export_store
+    from researchstore.storage.db import connect
     from researchstore.store import READER_CACHE_KIB, Store
 
     if mode in ("bare", "fetchall"):

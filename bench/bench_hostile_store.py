@@ -960,7 +960,7 @@ def _close(store: Any, say: Callable[..., None], failed: Callable[..., None]) ->
 def _envelope_outcome(envelope: Any) -> tuple[str, Any]:
     if not isinstance(envelope, dict):
         return "crash", f"not an envelope: {envelope!r:.200}"
-    from researchstore.stored import json_default
+    from researchstore.storage.stored import json_default
 
     try:
         json.dumps(envelope, default=json_default)  # as every transport sends it
@@ -1066,7 +1066,7 @@ def _http_outcome(response: Any) -> tuple[str, Any]:
 def _probe_mcp(store: Any, key: str, say: Callable[..., None], failed: Callable[..., None]) -> None:
     from starlette.testclient import TestClient
 
-    from researchstore.mcp_server import http_app
+    from researchstore.serving.mcp_server import http_app
 
     accept = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
     url = "http://127.0.0.1/mcp"
@@ -1193,7 +1193,7 @@ def build_template(folder: Path) -> Template:
     from hashing import HashingEmbedder
 
     from researchstore import Store
-    from researchstore.auth import create_key
+    from researchstore.serving.auth import create_key
 
     source = folder / "source"
     shutil.copytree(FIXTURES, source)

@@ -34,7 +34,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from researchstore import Store
-from researchstore.auth import create_key
+from researchstore.serving.auth import create_key
 
 CLI = "from researchstore.cli import main; main()"
 WORDS = (
@@ -221,7 +221,7 @@ def main() -> None:
         stdio = anyio.run(over_stdio, db, timed)
         http = anyio.run(over_http, db, key, timed)
         with Store(db, progress=False) as store:
-            from researchstore.auth import revoke_key
+            from researchstore.serving.auth import revoke_key
 
             revoke_key(store, key)
 

@@ -60,8 +60,8 @@ def build_store(work: Path, chunks: int) -> Path:
     from bench_core import ensure_corpus
 
     from researchstore import Store
-    from researchstore.db import queue_pending
-    from researchstore.vectors import ChunkToEmbed, claim_model, quantize, write_vectors
+    from researchstore.storage.db import queue_pending
+    from researchstore.storage.vectors import ChunkToEmbed, claim_model, quantize, write_vectors
 
     corpus, _ = ensure_corpus(work, chunks, seed=7)
     store_path = work / f"load-{chunks}.db"
@@ -119,7 +119,7 @@ def main() -> None:
     args = parser.parse_args()
 
     os.environ["RESEARCHSTORE_QUERY_THREADS"] = str(args.threads)
-    from researchstore.embedding import (
+    from researchstore.meaning.embedding import (
         bound_query_threads,
         load_embedder,
         model_installed,
@@ -128,10 +128,10 @@ def main() -> None:
 
     bound_query_threads()  # before anything loads an OpenMP runtime, as the commands do
     from researchstore import Store
-    from researchstore.filters import SearchFilters
-    from researchstore.index import SearchIndex
-    from researchstore.semantic import run_search
-    from researchstore.vector_index import VectorIndex
+    from researchstore.indexes.index import SearchIndex
+    from researchstore.indexes.vector_index import VectorIndex
+    from researchstore.retrieval.semantic import run_search
+    from researchstore.storage.filters import SearchFilters
 
     with tempfile.TemporaryDirectory(prefix="rs-query-load-") as scratch:
         work = args.workdir or Path(scratch)

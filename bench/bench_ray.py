@@ -47,7 +47,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-# Before anything loads usearch (the vector index): see researchstore.ray_embed.load_ray.
+# Before anything loads usearch (the vector index): see researchstore.meaning.ray_embed.load_ray.
 import ray
 from ray.cluster_utils import Cluster
 
@@ -57,9 +57,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from quality_common import eval_dir
 
 from researchstore import Store
-from researchstore import embed as embed_module
-from researchstore.embedding import load_embedder
-from researchstore.ray_embed import RayEmbedding
+from researchstore.meaning import embed as embed_module
+from researchstore.meaning.embedding import load_embedder
+from researchstore.meaning.ray_embed import RayEmbedding
 
 
 def scifact_source(folder: Path, count: int) -> Path:

@@ -46,13 +46,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from quality_common import eval_dir
 
 from researchstore import Store
-from researchstore.db import queue_pending
-from researchstore.embedding import load_embedder
-from researchstore.filters import SearchFilters
-from researchstore.index import SearchIndex
-from researchstore.semantic import run_search
-from researchstore.vector_index import VectorIndex
-from researchstore.vectors import (
+from researchstore.indexes.index import SearchIndex
+from researchstore.indexes.vector_index import VectorIndex
+from researchstore.meaning.embedding import load_embedder
+from researchstore.retrieval.semantic import run_search
+from researchstore.storage.db import queue_pending
+from researchstore.storage.filters import SearchFilters
+from researchstore.storage.vectors import (
     ChunkToEmbed,
     chunks_to_embed,
     claim_model,

@@ -105,7 +105,7 @@ def build_store(workdir: Path, chunks: int, seed: int) -> Path:
 
 def make_keys(db: Path, count: int) -> list[str]:
     from researchstore import Store
-    from researchstore.auth import create_key
+    from researchstore.serving.auth import create_key
 
     with Store(db, progress=False, open_indexes=False) as store:
         return [create_key(store, label=f"bench-serving-{number}") for number in range(count)]
@@ -113,7 +113,7 @@ def make_keys(db: Path, count: int) -> list[str]:
 
 def revoke_keys(db: Path, keys: list[str]) -> None:
     from researchstore import Store
-    from researchstore.auth import revoke_key
+    from researchstore.serving.auth import revoke_key
 
     with Store(db, progress=False, open_indexes=False) as store:
         for key in keys:
@@ -177,7 +177,7 @@ def server(
 
 def hold_slow_searches(slow_seconds: float) -> None:
     """A search on ``bench slow ...`` kept busy for ``slow_seconds`` (real searches)."""
-    from researchstore import semantic
+    from researchstore.retrieval import semantic
 
     real_search = semantic.run_search
 

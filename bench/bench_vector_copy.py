@@ -87,7 +87,7 @@ def _child(
 
 
 def _cache_dir() -> Path:
-    from researchstore.cache_dir import cache_root
+    from researchstore.storage.cache_dir import cache_root
 
     return cache_root()
 
@@ -96,8 +96,8 @@ def _give_vectors(store: Any, dimension: int) -> None:
     """Every chunk without a vector gets one of ``dimension`` (random, clustered)."""
     import numpy as np
 
-    from researchstore.db import queue_pending
-    from researchstore.vectors import ChunkToEmbed, claim_model, quantize, write_vectors
+    from researchstore.storage.db import queue_pending
+    from researchstore.storage.vectors import ChunkToEmbed, claim_model, quantize, write_vectors
 
     class Model:
         folder = None

@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from researchstore.embedding import (
+from researchstore.meaning.embedding import (
     MINILM,
     MULTILINGUAL,
     Embedder,

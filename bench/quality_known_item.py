@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from quality_common import REPO_ROOT, eval_dir, percent
 
 from researchstore import Store
-from researchstore.analysis import query_size
+from researchstore.text.analysis import query_size
 
 #: The most query terms a known-item query keeps (the tool takes 64).
 MAX_TERMS = 40

@@ -138,7 +138,7 @@ def main() -> None:
         if args.chunk_tokens is not None:
             options["chunk_tokens"] = args.chunk_tokens
         if args.model is not None and set(modes) - {"keyword"}:
-            from researchstore.embedding import load_embedder, parse_model
+            from researchstore.meaning.embedding import load_embedder, parse_model
 
             spec = parse_model(args.model)
             options["embedder"] = load_embedder(spec.folder, name=spec.name)
@@ -171,9 +171,9 @@ def main() -> None:
 def evaluate(
     store: Store, mode: str, queries: list[dict[str, str]], qrels: dict[str, dict[str, int]]
 ) -> dict[str, float]:
-    from researchstore.filters import SearchFilters
-    from researchstore.index import SearchIndex
-    from researchstore.semantic import run_search
+    from researchstore.indexes.index import SearchIndex
+    from researchstore.retrieval.semantic import run_search
+    from researchstore.storage.filters import SearchFilters
 
     words = store.sync.get(SearchIndex)
     vectors = store.vector_index() if mode != "keyword" else None

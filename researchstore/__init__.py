@@ -28,9 +28,9 @@ from researchstore.errors import (
 
 if TYPE_CHECKING:
     from researchstore.catalogue import TOOLS
-    from researchstore.filters import SearchFilters
     from researchstore.ingest.summary import IngestSummary
     from researchstore.library import Library
+    from researchstore.storage.filters import SearchFilters
     from researchstore.tools import call_tool
 
     Store = Library
@@ -42,7 +42,7 @@ _LAZY = {
     "TOOLS": ("researchstore.catalogue", "TOOLS"),
     "IngestSummary": ("researchstore.ingest.summary", "IngestSummary"),
     "Library": ("researchstore.library", "Library"),
-    "SearchFilters": ("researchstore.filters", "SearchFilters"),
+    "SearchFilters": ("researchstore.storage.filters", "SearchFilters"),
     "Store": ("researchstore.library", "Library"),
     "call_tool": ("researchstore.tools", "call_tool"),
 }

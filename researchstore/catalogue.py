@@ -14,18 +14,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from researchstore import queries
 from researchstore.errors import InvalidInput
 from researchstore.evidence import spec as evidence_spec
-from researchstore.filters import SearchFilters
-from researchstore.forwarding import resolve_chunk
-from researchstore.ids import canonical_uuid
 from researchstore.kinds import DOCUMENT_KINDS
 from researchstore.params import MAX_SAFE_INTEGER, PROFILES, TRANSPORTS, Param, Tool
 from researchstore.principal import current_principal
+from researchstore.storage import queries
+from researchstore.storage.filters import SearchFilters
+from researchstore.storage.forwarding import resolve_chunk
+from researchstore.storage.ids import canonical_uuid
 
 if TYPE_CHECKING:
-    from researchstore.embedding import Embedder
+    from researchstore.meaning.embedding import Embedder
     from researchstore.store import Store
 
 
@@ -53,7 +53,7 @@ def _search(store: Store, args: dict[str, Any]) -> dict[str, Any]:
         workspace=_search_workspace(args["workspace_id"]),
     )
     # The indexes load with the first search: a one-shot lookup never needs them.
-    from researchstore.semantic import run_search
+    from researchstore.retrieval.semantic import run_search
 
     index = store.search_index()
     models = store if isinstance(store, QueryModels) else None
@@ -61,7 +61,7 @@ def _search(store: Store, args: dict[str, Any]) -> dict[str, Any]:
     vectors = embedder = None
     if mode != "keyword":
         if models is None:
-            from researchstore.embedding import SemanticUnavailable
+            from researchstore.meaning.embedding import SemanticUnavailable
 
             raise SemanticUnavailable(
                 f"a search by meaning needs the model that embeds queries, which a bare Store "
@@ -159,7 +159,7 @@ MAX_ID_LENGTH = 200
 
 def _query_problem(query: str) -> str | None:
     """Why a search query asks too much of the index, or None."""
-    from researchstore.analysis import query_size
+    from researchstore.text.analysis import query_size
 
     terms, phrases = query_size(query)
     if terms > MAX_QUERY_TERMS:

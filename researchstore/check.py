@@ -17,10 +17,15 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from researchstore.db import damaged_store, distrust_schema, pending_count, undecodable_message
-from researchstore.derived import SEARCHABLE, IndexDamaged
 from researchstore.errors import StoreDamaged
-from researchstore.filters import stored_tags
+from researchstore.storage.db import (
+    damaged_store,
+    distrust_schema,
+    pending_count,
+    undecodable_message,
+)
+from researchstore.storage.derived import SEARCHABLE, IndexDamaged
+from researchstore.storage.filters import stored_tags
 
 if TYPE_CHECKING:
     from researchstore.store import Store
@@ -137,7 +142,7 @@ def _check_vectors(
     store: Store, report: dict[str, Any], *, pending: bool, rebuild: str
 ) -> list[str]:
     """The vector index against the store's vectors, key for key, its files read back."""
-    from researchstore.vectors import store_model, vector_stats
+    from researchstore.storage.vectors import store_model, vector_stats
 
     problems = []
     with store.reading() as conn:

@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import orjson
 
 from researchstore.errors import InvalidInput
-from researchstore.filters import report_tags, stored_tags
 from researchstore.listing import source_rowid
 from researchstore.progress import Progress, progress_bar, wanted
-from researchstore.queries import heading_path
-from researchstore.stored import json_default
+from researchstore.storage.filters import report_tags, stored_tags
+from researchstore.storage.queries import heading_path
+from researchstore.storage.stored import json_default
 
 if TYPE_CHECKING:
     from researchstore.store import Store

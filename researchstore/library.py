@@ -19,18 +19,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from researchstore import queries
 from researchstore.catalogue import TOOLS
 from researchstore.errors import InvalidInput, StoreDamaged
+from researchstore.storage import queries
 from researchstore.store import Store
 
 if TYPE_CHECKING:
-    from researchstore.embed import EmbedSummary
-    from researchstore.embedding import Embedder
     from researchstore.evidence.config import RetrievalConfig
     from researchstore.ingest.summary import EventListener, IngestSummary
     from researchstore.ingest.writer import RemovedSource
-    from researchstore.ray_embed import RayEmbedding
+    from researchstore.meaning.embed import EmbedSummary
+    from researchstore.meaning.embedding import Embedder
+    from researchstore.meaning.ray_embed import RayEmbedding
 
 
 class Library(Store):
@@ -98,8 +98,8 @@ class Library(Store):
         ``ray``: embed on a Ray cluster (its address, or a ``RayEmbedding``),
         this process writing (``ray_embed``); the actors load the model.
         """
-        from researchstore.embed import EmbedSummary, embed_store
-        from researchstore.vectors import chunks_to_embed, store_model
+        from researchstore.meaning.embed import EmbedSummary, embed_store
+        from researchstore.storage.vectors import chunks_to_embed, store_model
 
         self._refuse_writes()  # before any model loads
         if ray is not None and embedder is not None:
@@ -118,7 +118,7 @@ class Library(Store):
                 model_id = recorded.model_id if recorded is not None else ""
                 return EmbedSummary(model=model_id, nothing_to_do=True)
         if ray is not None:
-            from researchstore.ray_embed import embed_on_ray
+            from researchstore.meaning.ray_embed import embed_on_ray
 
             return embed_on_ray(
                 self,
@@ -152,8 +152,8 @@ class Library(Store):
 
     def _load_chunk_model(self, device: str | None) -> tuple[Embedder, str | None]:
         """The chunks' model, and a line saying why when the store's languages chose it."""
-        from researchstore.embedding import load_embedder
-        from researchstore.model_choice import model_for_chunks
+        from researchstore.meaning.embedding import load_embedder
+        from researchstore.meaning.model_choice import model_for_chunks
 
         if self._embedder is not None and not self._embedder_for_queries:
             return self._embedder, None
@@ -174,14 +174,14 @@ class Library(Store):
         what to do) when the store has no vectors, or the model cannot be
         loaded here.
         """
-        from researchstore.embedding import (
+        from researchstore.meaning.embedding import (
             SemanticUnavailable,
             load_embedder,
             query_threads,
             semantic_installed,
         )
-        from researchstore.model_choice import model_for_queries
-        from researchstore.vectors import has_vectors, require_model, store_model
+        from researchstore.meaning.model_choice import model_for_queries
+        from researchstore.storage.vectors import has_vectors, require_model, store_model
 
         with self.reading() as conn:
             model = store_model(conn)
@@ -236,8 +236,8 @@ class Library(Store):
 
     def default_search_mode(self) -> str:
         """``hybrid`` when the store has vectors and a model to embed queries; else ``keyword``."""
-        from researchstore.model_choice import query_model_installed
-        from researchstore.vectors import has_vectors, store_model
+        from researchstore.meaning.model_choice import query_model_installed
+        from researchstore.storage.vectors import has_vectors, store_model
 
         with self.reading() as conn:
             try:

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from researchstore.errors import InvalidInput
-from researchstore.filters import report_tags
 from researchstore.overview import REMOVED_KIND, run_record, source_rows
-from researchstore.vectors import count_to_embed, store_model, vector_stats
+from researchstore.storage.filters import report_tags
+from researchstore.storage.vectors import count_to_embed, store_model, vector_stats
 
 #: Document statuses from best to worst: a report's status is its worst document's.
 STATUS_ORDER = ("ok", "partial", "empty", "invalid")

@@ -15,9 +15,9 @@ import sqlite3
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from researchstore.db import pending_count
-from researchstore.filters import report_tags
-from researchstore.stored import json_object
+from researchstore.storage.db import pending_count
+from researchstore.storage.filters import report_tags
+from researchstore.storage.stored import json_object
 
 #: The kind a removed source is kept as (``writer.remove_source``).
 REMOVED_KIND = "removed"

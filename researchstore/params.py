@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from researchstore.dates import is_iso_date
 from researchstore.errors import InvalidInput
-from researchstore.ids import canonical_uuid
+from researchstore.storage.dates import is_iso_date
+from researchstore.storage.ids import canonical_uuid
 
 if TYPE_CHECKING:
     from researchstore.store import Store

@@ -16,7 +16,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 
 from researchstore.errors import InvalidInput, NotEntitled
-from researchstore.ids import canonical_uuid
+from researchstore.storage.ids import canonical_uuid
 
 #: Every scope a key can hold, and what it allows.
 SCOPES: dict[str, str] = {

@@ -21,7 +21,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from researchstore.db import (
+from researchstore.errors import (
+    InvalidInput,
+    ResearchStoreError,
+    StoreClosed,
+    StoreDamaged,
+    StoreLocked,
+    StoreReadOnly,
+)
+from researchstore.storage.db import (
     WriterLock,
     connect,
     file_identity,
@@ -31,21 +39,13 @@ from researchstore.db import (
     undecodable_message,
     use_write_ahead_log,
 )
-from researchstore.derived import DerivedIndex, IndexDamaged
-from researchstore.errors import (
-    InvalidInput,
-    ResearchStoreError,
-    StoreClosed,
-    StoreDamaged,
-    StoreLocked,
-    StoreReadOnly,
-)
-from researchstore.schema import migrate
-from researchstore.sync import IndexSync
+from researchstore.storage.derived import DerivedIndex, IndexDamaged
+from researchstore.storage.schema import migrate
+from researchstore.storage.sync import IndexSync
 
 if TYPE_CHECKING:
-    from researchstore.index import SearchIndex
-    from researchstore.vector_index import VectorIndex
+    from researchstore.indexes.index import SearchIndex
+    from researchstore.indexes.vector_index import VectorIndex
 
 
 #: SQLite page cache of each thread's read connection (the writer keeps 64 MiB).
@@ -58,11 +58,11 @@ def derived_indexes(store: Store | None = None) -> tuple[type[DerivedIndex], ...
     The vector index is kept once the store has a model for its vectors
     (before its file is open, every index that may be beside it is named).
     """
-    from researchstore.index import SearchIndex
+    from researchstore.indexes.index import SearchIndex
 
     if store is not None and not store.closed and not store.keeps_vectors():
         return (SearchIndex,)
-    from researchstore.vector_index import VectorIndex
+    from researchstore.indexes.vector_index import VectorIndex
 
     return (SearchIndex, VectorIndex)
 
@@ -197,7 +197,7 @@ class Store:
 
         Its schema is verified first, as a writable open does (``verify_schema``).
         """
-        from researchstore.schema import SCHEMA_VERSION, verify_schema
+        from researchstore.storage.schema import SCHEMA_VERSION, verify_schema
 
         conn = self._connection()
         conn.execute("BEGIN")
@@ -228,7 +228,7 @@ class Store:
     @property
     def index_path(self) -> Path:
         """The word index's folder, ``STORE.db.index``."""
-        from researchstore.index import SearchIndex
+        from researchstore.indexes.index import SearchIndex
 
         return self.sync.folder(SearchIndex)
 
@@ -462,13 +462,13 @@ class Store:
     def index_in_cache(self) -> bool:
         """Whether the word index lives in the cache directory rather than beside
         the store file (a read-only store whose index there is not current)."""
-        from researchstore.index import SearchIndex
+        from researchstore.indexes.index import SearchIndex
 
         return self.sync.folder(SearchIndex) != self.sync.beside(SearchIndex)
 
     def search_index(self) -> SearchIndex:
         """The word index, opened (checked, caught up, repaired) on first need."""
-        from researchstore.index import SearchIndex
+        from researchstore.indexes.index import SearchIndex
 
         if self.sync.opened and not self.closed:
             return self.sync.get(SearchIndex)  # open: no read transaction of its own
@@ -511,7 +511,7 @@ class Store:
 
     def keeps_vectors(self) -> bool:
         """Whether the store has a model for its vectors (and so a vector index)."""
-        from researchstore.vectors import MODEL_KEY
+        from researchstore.storage.vectors import MODEL_KEY
 
         with self.reading() as conn:
             return bool(read_meta(conn, MODEL_KEY))
@@ -523,8 +523,8 @@ class Store:
 
     def drop_vectors(self) -> int:
         """Forget every vector and the model they came from; return how many went."""
-        from researchstore.vector_index import VectorIndex
-        from researchstore.vectors import drop_vectors
+        from researchstore.indexes.vector_index import VectorIndex
+        from researchstore.storage.vectors import drop_vectors
 
         with self.writing():
             with self.transaction() as conn:
@@ -537,7 +537,7 @@ class Store:
         """The vector index, refreshed (at most once a second) with other processes' commits."""
         import time
 
-        from researchstore.vector_index import VectorIndex
+        from researchstore.indexes.vector_index import VectorIndex
 
         if not self.sync.has(VectorIndex.name):
             self.sync.reload_kinds()

@@ -15,17 +15,17 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from researchstore.catalogue import TOOLS
-from researchstore.derived import IndexDamaged
 from researchstore.errors import (
     InvalidInput,
     NotEntitled,
     ResearchStoreError,
     StoreDamaged,
 )
-from researchstore.foreign_errors import tool_errors
 from researchstore.params import Tool
 from researchstore.principal import Principal, current_principal
-from researchstore.queries import owning_workspace
+from researchstore.storage.derived import IndexDamaged
+from researchstore.storage.foreign_errors import tool_errors
+from researchstore.storage.queries import owning_workspace
 
 if TYPE_CHECKING:
     from researchstore.store import Store

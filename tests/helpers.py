@@ -646,8 +646,8 @@ class Built:
         self.notes = folder / "notes"
         shutil.copytree(FIXTURE_SOURCE, folder / "fixtures")
         write_web_source(self.notes)
-        from researchstore.auth import create_key
         from researchstore.reingest import reingest
+        from researchstore.serving.auth import create_key
 
         with Library(self.db, progress=False) as store:
             store.ingest(folder / "fixtures", name="fixtures")

@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from researchstore import analysis
-from researchstore.analysis import analyze
+from researchstore.text import analysis
+from researchstore.text.analysis import analyze
 
 #: Words that fold to stop words ("Thé", "ÀND", fullwidth "ｉｓ"), letters that
 #: Python and Rust class apart (a Hebrew point, a Devanagari vowel sign, a

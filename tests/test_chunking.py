@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from researchstore.analysis import count_tokens
 from researchstore.ingest.chunking import chunk_blocks, chunk_segments
 from researchstore.ingest.model import Block, Segment
+from researchstore.text.analysis import count_tokens
 
 WORDS = st.sampled_from(
     "hive queen drone varroa mite nectar river oxygen nitrate sample method "
@@ -129,7 +129,7 @@ def test_caption_chunks_are_ordered_in_time(lines: list[str], target: int) -> No
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=400) | st.lists(WORDS, max_size=80).map(" ".join))
 def test_token_counts_are_the_tokens_the_index_stores(text: str) -> None:
-    from researchstore.analysis import analyze
+    from researchstore.text.analysis import analyze
 
     assert count_tokens(text) == len(analyze(text))
 
@@ -145,8 +145,8 @@ _EDGES = ["The", "AND", "is", "iT", "x" * 39, "Y" * 40, "thee", "andes", "a1", "
 def test_an_ascii_text_is_counted_as_tantivy_counts_it(text: str) -> None:
     """``count_tokens`` counts an ASCII text in C where the speedup is built: the
     same count as Tantivy's analyzer gives."""
-    from researchstore import analysis
-    from researchstore.analysis import analyze
+    from researchstore.text import analysis
+    from researchstore.text.analysis import analyze
 
     if analysis.SPEEDUPS is None:
         pytest.skip("the C speedup is not built")

@@ -27,7 +27,6 @@ import researchstore.cli
 from researchstore import TOOLS, Store
 from researchstore.cli import main
 from researchstore.cli.common import print_embed_summary
-from researchstore.embed import EmbedSummary
 from researchstore.errors import (
     EXIT_CODES,
     InvalidInput,
@@ -36,6 +35,7 @@ from researchstore.errors import (
     StoreLocked,
     UpstreamUnavailable,
 )
+from researchstore.meaning.embed import EmbedSummary
 from researchstore.principal import NOBODY, acting_as
 
 NOTES = "\n\n".join(

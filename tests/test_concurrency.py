@@ -36,8 +36,8 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from researchstore import Store
-from researchstore.auth import create_key
-from researchstore.mcp_server import CALLS_PER_KEY
+from researchstore.serving.auth import create_key
+from researchstore.serving.mcp_server import CALLS_PER_KEY
 
 #: How long a test waits for an event that should come at once before failing.
 PATIENCE_S = 60

@@ -29,12 +29,12 @@ from helpers import forget_packed_indexes, mcp_http_server, mcp_http_session, pr
 from mcp import ClientSession
 
 from researchstore import TOOLS, DiskFull, Store, StoreDamaged, call_tool
-from researchstore.auth import create_key
-from researchstore.db import queue_pending, storage_error
-from researchstore.derived import IndexedChunk
 from researchstore.errors import EXIT_CODES
-from researchstore.index import SearchIndex
-from researchstore.index_folders import SIDECAR
+from researchstore.indexes.index import SearchIndex
+from researchstore.serving.auth import create_key
+from researchstore.storage.db import queue_pending, storage_error
+from researchstore.storage.derived import IndexedChunk
+from researchstore.storage.index_folders import SIDECAR
 
 QUERY = "varroa mite"
 

@@ -36,8 +36,8 @@ from helpers import (
 from starlette.testclient import TestClient
 
 from researchstore import Store
-from researchstore.auth import create_key
-from researchstore.mcp_server import http_app
+from researchstore.serving.auth import create_key
+from researchstore.serving.mcp_server import http_app
 from researchstore.web import web_app
 
 LONE_SURROGATE = json.loads('"\\ud800"')
@@ -207,7 +207,7 @@ def test_a_hostile_tool_name_is_refused_and_leaves_one_log_line(served: Served) 
 
 
 def test_the_body_depth_scan_skips_strings_and_stays_linear() -> None:
-    from researchstore.mcp_server import nests_deeper
+    from researchstore.serving.mcp_server import nests_deeper
 
     assert not nests_deeper('{"a":"[[[[[[[[[[[[[[[[[[[["}', 4)
     assert not nests_deeper('{"a":"\\"[[[[[[[[[[[[[[[[[[[["}', 4)
@@ -370,7 +370,7 @@ def test_bound_elsewhere_any_host_is_answered_and_serve_still_wants_a_key(
 
 
 def test_the_loopback_rule() -> None:
-    from researchstore.hosts import is_loopback, names_loopback
+    from researchstore.serving.hosts import is_loopback, names_loopback
 
     for address in [*LOOPBACK_BINDS, "127.0.0.1", "::1", "127.0.0.02", "2130706433", "LocalHost"]:
         assert is_loopback(address), address

@@ -18,8 +18,8 @@ import pytest
 from helpers import FIXTURE_SOURCE, HashingEmbedder, long_text, program, run_cli, write_report
 
 from researchstore import Store
-from researchstore.embed import EmbedSummary
 from researchstore.errors import InvalidInput
+from researchstore.meaning.embed import EmbedSummary
 from researchstore.reingest import reingest
 
 
@@ -70,7 +70,7 @@ def test_embedding_with_nothing_to_embed_loads_no_model(
     def no_model(*args: object, **kwargs: object) -> None:
         raise AssertionError("a model was loaded with nothing to embed")
 
-    monkeypatch.setattr("researchstore.embedding.load_embedder", no_model)
+    monkeypatch.setattr("researchstore.meaning.embedding.load_embedder", no_model)
     with Store(db, progress=False) as store:
         summary = store.embed()
     assert summary.nothing_to_do and summary.embedded == 0

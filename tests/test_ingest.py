@@ -22,9 +22,9 @@ from click.testing import CliRunner
 from helpers import run_summaries
 
 from researchstore import IngestSummary, Store
-from researchstore.analysis import analyze
 from researchstore.cli import main
 from researchstore.ingest.inspect import describe_file
+from researchstore.text.analysis import analyze
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"

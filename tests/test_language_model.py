@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from researchstore import language_model
-from researchstore.language import DETECTED_LANGUAGES
-from researchstore.language_model import cache_path, load_identifier, read_cache
+from researchstore.text import language_model
+from researchstore.text.language import DETECTED_LANGUAGES
+from researchstore.text.language_model import cache_path, load_identifier, read_cache
 
 SAMPLES = [
     "Bikubene ble telt i mai, og honningen ble veid etter hver innhøsting i hagen.",

@@ -17,11 +17,11 @@ import pytest
 from helpers import write_report
 
 from researchstore import Store
-from researchstore.analysis import MARK, analyze, index_terms, indexed_text, query_size
-from researchstore.index import INDEX_SCHEMA_VERSION, SearchIndex
-from researchstore.index_folders import SIDECAR
+from researchstore.indexes.index import INDEX_SCHEMA_VERSION, SearchIndex
 from researchstore.ingest.inspect import describe_file
-from researchstore.language import (
+from researchstore.storage.index_folders import SIDECAR
+from researchstore.text.analysis import MARK, analyze, index_terms, indexed_text, query_size
+from researchstore.text.language import (
     ANALYSES,
     analysis_key,
     cjk_bigrams,

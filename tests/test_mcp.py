@@ -38,11 +38,11 @@ from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 
 from researchstore import NotEntitled, Store
-from researchstore.auth import authenticate, create_key, revoke_key
 from researchstore.catalogue import TOOLS
 from researchstore.cli import main
 from researchstore.contracts import BARE_RESULTS, ERROR, has_output_schema, output_schema
 from researchstore.principal import LOCAL_USER, Principal
+from researchstore.serving.auth import authenticate, create_key, revoke_key
 
 SENTENCES = [
     "Foragers returned to the hive at dusk carrying pollen from the lime trees.",

@@ -31,7 +31,7 @@ from helpers import (
 )
 
 from researchstore import Store
-from researchstore.auth import create_key, revoke_key
+from researchstore.serving.auth import create_key, revoke_key
 
 #: How long a test waits for an event that should come at once before failing.
 PATIENCE_S = 60
@@ -278,7 +278,7 @@ def test_the_server_ends_its_workers_when_it_stops(served: Served) -> None:
 
 def test_a_checked_key_is_refused_once_revoked_by_another_connection(served: Served) -> None:
     """What lets every process cache keys: any commit to the file sends them back."""
-    from researchstore.auth import KeyCache
+    from researchstore.serving.auth import KeyCache
 
     with Store(served.db, progress=False) as store:
         key = create_key(store, label="short-lived")

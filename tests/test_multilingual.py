@@ -21,8 +21,9 @@ from click.testing import CliRunner
 from helpers import HashingEmbedder, program, write_report
 
 from researchstore import Store
-from researchstore.embed import EmbedSummary
-from researchstore.embedding import (
+from researchstore.errors import InvalidInput
+from researchstore.meaning.embed import EmbedSummary
+from researchstore.meaning.embedding import (
     MINILM,
     MULTILINGUAL,
     SemanticUnavailable,
@@ -31,7 +32,6 @@ from researchstore.embedding import (
     parse_model,
     query_threads,
 )
-from researchstore.errors import InvalidInput
 
 MODEL_ENVS = ("RESEARCHSTORE_MODEL", "RESEARCHSTORE_MODEL_FOLDER", "RESEARCHSTORE_QUERY_THREADS")
 
@@ -122,9 +122,9 @@ class Loads:
 def loads(monkeypatch: pytest.MonkeyPatch) -> Loads:
     """Both named models "installed", each load recorded (and answered by the hashing model)."""
     recorder = Loads()
-    monkeypatch.setattr("researchstore.embedding.load_embedder", recorder)
-    monkeypatch.setattr("researchstore.embedding.model_installed", lambda name: True)
-    monkeypatch.setattr("researchstore.model_choice.model_installed", lambda name: True)
+    monkeypatch.setattr("researchstore.meaning.embedding.load_embedder", recorder)
+    monkeypatch.setattr("researchstore.meaning.embedding.model_installed", lambda name: True)
+    monkeypatch.setattr("researchstore.meaning.model_choice.model_installed", lambda name: True)
     return recorder
 
 
@@ -157,7 +157,9 @@ def test_a_mostly_english_store_gets_the_default_model_and_no_note(
 def test_without_the_multilingual_model_the_run_says_how_to_get_it(
     tmp_path: Path, loads: Loads, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("researchstore.model_choice.model_installed", lambda name: name == MINILM)
+    monkeypatch.setattr(
+        "researchstore.meaning.model_choice.model_installed", lambda name: name == MINILM
+    )
     with Store(tmp_path / "r.db", progress=False) as store:
         store.ingest(norwegian_source(tmp_path / "source"), name="notes")
         summary = store.embed()
@@ -240,8 +242,8 @@ def test_a_store_whose_model_is_not_installed_searches_by_words_and_says_what_to
     with Store(tmp_path / "r.db", progress=False, embedder=named) as store:
         store.ingest(english_source(tmp_path / "source"), name="notes")
         store.embed()
-    monkeypatch.setattr("researchstore.embedding.model_installed", lambda name: False)
-    monkeypatch.setattr("researchstore.model_choice.model_installed", lambda name: False)
+    monkeypatch.setattr("researchstore.meaning.embedding.model_installed", lambda name: False)
+    monkeypatch.setattr("researchstore.meaning.model_choice.model_installed", lambda name: False)
     with Store(tmp_path / "r.db", progress=False) as store:
         assert store.default_search_mode() == "keyword"
         assert store.warm_query_model() is None

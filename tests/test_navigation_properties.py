@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from researchstore import Store
-from researchstore.analysis import count_tokens
+from researchstore.text.analysis import count_tokens
 
 # Every example builds a store: the whole module runs with the slow tests.
 pytestmark = pytest.mark.slow

@@ -12,7 +12,7 @@ import pytest
 from helpers import HashingEmbedder, long_text, write_report
 
 from researchstore import Store
-from researchstore.sync import IndexSync
+from researchstore.storage.sync import IndexSync
 
 QUERY = "colony"
 
@@ -145,7 +145,7 @@ def test_the_store_file_keeps_only_the_files_of_the_last_commit(tmp_path: Path) 
                     "SELECT DISTINCT name FROM index_files WHERE index_name = 'index'"
                 )
             }
-        from researchstore.index import SearchIndex
+        from researchstore.indexes.index import SearchIndex
 
         committed = {path.name for path in store.sync.get(SearchIndex).committed_files()}
         assert packed == committed
@@ -168,7 +168,7 @@ def test_dropping_vectors_drops_their_copy(tmp_path: Path, hashing: HashingEmbed
 @pytest.fixture
 def boot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The machine's boot id, as a file a test can change (a restart)."""
-    from researchstore import index_folders
+    from researchstore.storage import index_folders
 
     path = tmp_path / "boot_id"
     path.write_text("boot-1\n")
@@ -180,7 +180,7 @@ def _fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The names of the index files waited for on disk from now on."""
     import os
 
-    from researchstore.index_folders import SIDECAR
+    from researchstore.storage.index_folders import SIDECAR
 
     names: list[str] = []
     real = os.fsync
@@ -201,7 +201,7 @@ def test_a_copy_is_written_back_without_waiting_for_the_disk_and_again_after_a_r
     """Waiting for the disk is most of a large copy's first answer; what the page
     cache holds is lost only with a restart, after which the files are written
     back again, and the answers are the same."""
-    from researchstore.index_folders import SIDECAR, read_sidecar
+    from researchstore.storage.index_folders import SIDECAR, read_sidecar
 
     db = tmp_path / "a" / "r.db"
     source = _source(tmp_path / "source", count=2)
@@ -244,7 +244,7 @@ def test_a_copy_is_written_back_without_waiting_for_the_disk_and_again_after_a_r
 def test_where_no_boot_can_be_named_a_copy_is_written_back_to_disk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from researchstore import index_folders
+    from researchstore.storage import index_folders
 
     monkeypatch.setattr(index_folders, "BOOT_ID", tmp_path / "no-such-file")
     db = tmp_path / "a" / "r.db"

@@ -226,7 +226,7 @@ def test_a_pages_own_date_wins_over_its_report_json_date(tmp_path: Path) -> None
 def test_a_store_made_before_document_dates_opens_and_keeps_its_report_dates(
     tmp_path: Path,
 ) -> None:
-    from researchstore.schema import SCHEMA_VERSION
+    from researchstore.storage.schema import SCHEMA_VERSION
 
     source = mixed_source(tmp_path)
     path = tmp_path / "old.db"

@@ -34,15 +34,15 @@ from helpers import TESTS, HashingEmbedder, long_text, program, run_cli, write_r
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from researchstore import Store  # noqa: E402
-from researchstore import embed as embed_module  # noqa: E402
-from researchstore.embedding import (  # noqa: E402
+from researchstore.errors import InvalidInput  # noqa: E402
+from researchstore.meaning import embed as embed_module  # noqa: E402
+from researchstore.meaning.embedding import (  # noqa: E402
     MINILM,
     MULTILINGUAL,
     ModelSpec,
     model_installed,
 )
-from researchstore.errors import InvalidInput  # noqa: E402
-from researchstore.ray_embed import LocalModel, RayEmbedding  # noqa: E402
+from researchstore.meaning.ray_embed import LocalModel, RayEmbedding  # noqa: E402
 
 pytestmark = [
     pytest.mark.ray,

@@ -34,10 +34,10 @@ from helpers import (
 )
 
 from researchstore import InvalidInput, Store, StoreReadOnly
-from researchstore.auth import create_key
-from researchstore.cache_dir import cache_root
 from researchstore.errors import EXIT_CODES
-from researchstore.schema import SCHEMA_VERSION
+from researchstore.serving.auth import create_key
+from researchstore.storage.cache_dir import cache_root
+from researchstore.storage.schema import SCHEMA_VERSION
 
 BIND_READ_ONLY = 'mount --bind "$1" "$1" && mount -o remount,ro,bind "$1" && shift && exec "$@"'
 

@@ -31,10 +31,10 @@ from hypothesis import strategies as st
 
 from researchstore import InvalidInput, Store, StoreLocked
 from researchstore.check import check_store
-from researchstore.dates import parse_duration
 from researchstore.errors import Interrupted
-from researchstore.forwarding import prune_history
 from researchstore.reingest import reingest, run_every
+from researchstore.storage.dates import parse_duration
+from researchstore.storage.forwarding import prune_history
 
 #: report key -> document file name -> text
 Source = dict[str, dict[str, str]]
@@ -208,7 +208,7 @@ def test_a_reader_in_another_process_never_sees_a_mixed_report(tmp_path: Path) -
 def test_search_finds_a_modified_report_while_its_run_is_still_indexing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from researchstore.index import SearchIndex
+    from researchstore.indexes.index import SearchIndex
 
     root, db = tmp_path / "source", tmp_path / "r.db"
     keys = ["r0", "r1"]
@@ -1049,7 +1049,7 @@ def test_a_targeted_run_looks_only_at_the_named_reports(tmp_path: Path) -> None:
 def test_a_forwarded_hit_still_meets_the_filters(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from researchstore.index import SearchIndex
+    from researchstore.indexes.index import SearchIndex
 
     root, db = tmp_path / "source", tmp_path / "r.db"
     write_file(

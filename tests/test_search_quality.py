@@ -15,8 +15,8 @@ import pytest
 from helpers import write_report
 
 from researchstore import Store
-from researchstore.analysis import analyze, count_tokens
-from researchstore.index import INDEX_SCHEMA_VERSION
+from researchstore.indexes.index import INDEX_SCHEMA_VERSION
+from researchstore.text.analysis import analyze, count_tokens
 
 
 def _search(store: Store, query: str, limit: int = 10) -> list[dict[str, Any]]:

@@ -32,11 +32,11 @@ from helpers import (
 from researchstore import Store
 from researchstore.catalogue import TOOLS
 from researchstore.contracts import output_schema
-from researchstore.derived import index_title
-from researchstore.embedding import MINILM, model_installed
 from researchstore.errors import InvalidInput
+from researchstore.meaning.embedding import MINILM, model_installed
 from researchstore.principal import Principal, acting_as
-from researchstore.vectors import quantize
+from researchstore.storage.derived import index_title
+from researchstore.storage.vectors import quantize
 
 MODES = ("keyword", "semantic", "hybrid")
 WORKSPACE_A = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"
@@ -730,7 +730,7 @@ def test_a_process_keeping_only_the_word_index_leaves_the_vector_rows_queued(
     meaning_store: Store, hashing: HashingEmbedder, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     from researchstore import store as store_module
-    from researchstore.index import SearchIndex
+    from researchstore.indexes.index import SearchIndex
 
     keys = index_keys(meaning_store)
     (soils,) = _report_ids(meaning_store, "Living soils")
@@ -786,7 +786,7 @@ def test_a_crash_before_the_vector_index_commit_is_replayed_on_opening(
 def test_an_interrupted_run_keeps_its_batches_and_the_next_run_does_the_rest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from researchstore import embed as embed_module
+    from researchstore.meaning import embed as embed_module
 
     monkeypatch.setattr(embed_module, "READ_BATCH", 4)
     with Store(tmp_path / "r.db", progress=False, chunk_tokens=40) as store:

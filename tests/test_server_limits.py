@@ -37,7 +37,6 @@ from helpers import (
 )
 
 from researchstore import Store
-from researchstore.auth import create_key
 from researchstore.catalogue import (
     MAX_QUERY_PHRASES,
     MAX_QUERY_TERMS,
@@ -49,6 +48,7 @@ from researchstore.catalogue import (
 )
 from researchstore.cli import main
 from researchstore.fetch import FetchError, FetchPolicy, address_problem, fetch
+from researchstore.serving.auth import create_key
 
 # -- envelopes and schemas -----------------------------------------------------
 
@@ -338,7 +338,7 @@ def sdk_logger() -> Iterator[logging.Logger]:
 def test_a_disconnect_leaves_no_traceback_and_other_errors_keep_theirs(
     sdk_logger: logging.Logger,
 ) -> None:
-    from researchstore.mcp_server import configure_logging
+    from researchstore.serving.mcp_server import configure_logging
 
     class Lines:
         def __init__(self) -> None:
@@ -419,7 +419,7 @@ def call_result(response: httpx.Response) -> dict[str, Any]:
 
 @pytest.mark.slow
 def test_an_oversized_request_body_is_refused_before_it_is_read(served: Served, url: str) -> None:
-    from researchstore.mcp_server import HttpLimits
+    from researchstore.serving.mcp_server import HttpLimits
 
     with httpx.Client(timeout=30) as client:
         opened = mcp_open_session(client, url, served.keys["a"])
@@ -621,7 +621,7 @@ def test_every_http_request_is_one_line_of_the_access_log(
 
 def test_serve_shows_the_limits_it_applies() -> None:
     from researchstore.cli import serve as serve_command
-    from researchstore.mcp_server import HttpLimits
+    from researchstore.serving.mcp_server import HttpLimits
 
     defaults = HttpLimits()
     assert serve_command.REQUESTS_PER_KEY == defaults.requests_per_key

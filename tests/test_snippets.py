@@ -16,11 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import researchstore.highlight as highlight_module
-from researchstore.analysis import MARK, analyze, index_terms
-from researchstore.highlight import _speedups
-from researchstore.index import HIGHLIGHTER
+import researchstore.text.highlight as highlight_module
+from researchstore.indexes.index import HIGHLIGHTER
 from researchstore.speedups import Speedups
+from researchstore.text.analysis import MARK, analyze, index_terms
+from researchstore.text.highlight import _speedups
 
 highlight = HIGHLIGHTER.highlight
 highlights = HIGHLIGHTER.highlights

@@ -20,11 +20,11 @@ import tantivy
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-import researchstore.index as index_module
-from researchstore.analysis import index_terms
-from researchstore.derived import IndexedChunk
-from researchstore.filters import SearchFilters
-from researchstore.index import SearchIndex, WordQuery
+import researchstore.indexes.index as index_module
+from researchstore.indexes.index import SearchIndex, WordQuery
+from researchstore.storage.derived import IndexedChunk
+from researchstore.storage.filters import SearchFilters
+from researchstore.text.analysis import index_terms
 
 WORDS = ["hive", "queen", "brood", "frame", "honey", "swarm", "wax", "smoke", "mite", "cell"]
 NORWEGIAN = ["kube", "dronning", "yngel", "ramme", "honning", "sverm", "voks"]

@@ -13,7 +13,7 @@ from helpers import long_text, program, write_report
 
 from researchstore import Store, StoreLocked
 from researchstore.check import check_store
-from researchstore.index_folders import SIDECAR
+from researchstore.storage.index_folders import SIDECAR
 
 
 def _ids(hits: list[dict]) -> list[str]:
@@ -185,7 +185,7 @@ def test_embed_failed_chunks_keep_their_place_but_leave_search(filled_store: Sto
 def test_a_chunk_the_index_rejects_is_marked_embed_failed(
     store: Store, source_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from researchstore.index import SearchIndex
+    from researchstore.indexes.index import SearchIndex
 
     real_add = SearchIndex.add
 

@@ -45,8 +45,8 @@ def _recording_loader(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
         asked.append(folder)
         return HashingEmbedder()
 
-    monkeypatch.setattr("researchstore.embedding.load_embedder", load)
-    monkeypatch.setattr("researchstore.embedding.semantic_installed", lambda: True)
+    monkeypatch.setattr("researchstore.meaning.embedding.load_embedder", load)
+    monkeypatch.setattr("researchstore.meaning.embedding.semantic_installed", lambda: True)
     monkeypatch.delenv("RESEARCHSTORE_MODEL_FOLDER", raising=False)
     return asked
 
@@ -88,7 +88,7 @@ def test_a_model_named_by_the_user_is_loaded_and_must_match(
     def other(folder: Any = None, **options: Any) -> HashingEmbedder:
         return HashingEmbedder(model_id="another@2")
 
-    monkeypatch.setattr("researchstore.embedding.load_embedder", other)
+    monkeypatch.setattr("researchstore.meaning.embedding.load_embedder", other)
     with Store(db, progress=False) as store, pytest.raises(InvalidInput) as raised:
         store.search("varroa mite", mode="semantic")
     assert "RESEARCHSTORE_MODEL_FOLDER" in raised.value.message

@@ -154,8 +154,8 @@ def test_a_renamed_packed_file_is_refused_without_a_crash(layout: Layout) -> Non
 
 
 def test_a_segment_id_naming_a_path_is_damage_not_a_path(layout: Layout) -> None:
-    from researchstore.derived import IndexDamaged
-    from researchstore.index_files import segment_files
+    from researchstore.indexes.index_files import segment_files
+    from researchstore.storage.derived import IndexDamaged
 
     folder = layout.base / "index"
     folder.mkdir()
@@ -167,7 +167,7 @@ def test_a_segment_id_naming_a_path_is_damage_not_a_path(layout: Layout) -> None
 
 
 def test_a_link_in_the_index_folder_is_never_written_through(layout: Layout) -> None:
-    from researchstore.index_folders import SIDECAR
+    from researchstore.storage.index_folders import SIDECAR
 
     with Store(layout.db, progress=False) as store:  # the index beside it, unpacked
         folder = store.index_path
@@ -292,7 +292,7 @@ def test_another_snapshot_opened_elsewhere_never_swaps_the_index_of_an_open_stor
 def test_entries_of_older_states_are_removed_once_unused_and_kept_while_used(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from researchstore.index_cache import KEEP_UNUSED
+    from researchstore.storage.index_cache import KEEP_UNUSED
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("RESEARCHSTORE_CACHE_DIR", str(cache))

@@ -26,8 +26,8 @@ from helpers import CLI, FIXTURE_SOURCE, program, run_cli
 from starlette.testclient import TestClient
 
 from researchstore import Store, StoreDamaged
-from researchstore.auth import create_key
-from researchstore.schema import (
+from researchstore.serving.auth import create_key
+from researchstore.storage.schema import (
     MIGRATIONS,
     SCHEMA_DIGEST,
     SCHEMA_VERSION,
@@ -228,7 +228,9 @@ def test_check_reports_sql_of_the_files_own_and_exits_1(
 
 def test_the_digest_of_the_current_schema_is_current() -> None:
     made = schema_digest(expected_schema(SCHEMA_VERSION))
-    assert made == SCHEMA_DIGEST, f"set SCHEMA_DIGEST in researchstore/schema.py to {made!r}"
+    assert made == SCHEMA_DIGEST, (
+        f"set SCHEMA_DIGEST in researchstore/storage/schema.py to {made!r}"
+    )
 
 
 def test_a_current_store_opens_without_running_the_migrations(
@@ -396,7 +398,7 @@ def test_bytes_where_text_belongs_are_answered_as_text_on_every_json_surface(
     template: tuple[Path, str], tmp_path: Path
 ) -> None:
     """SQLite keeps a blob in any column: every JSON answer carries it as text."""
-    from researchstore.serving import dumps
+    from researchstore.serving.settings import dumps
 
     db = copied(template, tmp_path)
     tamper(

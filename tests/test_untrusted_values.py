@@ -41,10 +41,10 @@ from helpers import FIXTURE_SOURCE, WORKSPACE, HashingEmbedder, long_text, ok, w
 from starlette.testclient import TestClient
 
 from researchstore import InvalidInput, Store, StoreClosed, StoreDamaged, call_tool
-from researchstore.auth import authenticate, create_key, list_keys
 from researchstore.cli import main
 from researchstore.errors import NotEntitled
 from researchstore.evidence.config import RetrievalConfig
+from researchstore.serving.auth import authenticate, create_key, list_keys
 from researchstore.web import web_app
 
 QUERY = "varroa mite"
@@ -601,9 +601,9 @@ def test_links_where_the_vector_index_writes_are_never_written_through(
 def test_without_a_writable_home_built_here_and_the_language_model_use_the_fallback(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from researchstore import built_here
-    from researchstore.language import DETECTED_LANGUAGES
-    from researchstore.language_model import cache_path
+    from researchstore.storage import built_here
+    from researchstore.text.language import DETECTED_LANGUAGES
+    from researchstore.text.language_model import cache_path
 
     home = tmp_path / "home"
     home.write_text("a file: nothing can be made under it, not even by root")

@@ -20,8 +20,8 @@ from helpers import HERON_REPORTS, HOSTILE_TITLE, Built, ledger_chunks, ok, writ
 from starlette.testclient import TestClient
 
 from researchstore import Store
-from researchstore.auth import create_key, revoke_key
 from researchstore.reingest import reingest
+from researchstore.serving.auth import create_key, revoke_key
 from researchstore.web import auth as web_auth
 from researchstore.web import web_app
 from researchstore.web.pages import snippet_parts
@@ -408,7 +408,7 @@ def test_every_page_works_on_a_read_only_store(built: Built, tmp_path: Path) -> 
 
 @pytest.fixture(scope="module")
 def served(web_store: Store) -> Iterator[TestClient]:
-    from researchstore.mcp_server import http_app
+    from researchstore.serving.mcp_server import http_app
 
     pages = web_app(web_store, require_key=True)
     app = http_app(web_store, pages=pages, access_log=io.StringIO())
@@ -460,7 +460,7 @@ def test_under_serve_a_person_signs_in_once_and_gets_a_cookie(
 
 
 def test_under_serve_a_revoked_key_is_refused_at_once(web_store: Store) -> None:
-    from researchstore.mcp_server import http_app
+    from researchstore.serving.mcp_server import http_app
 
     key = create_key(web_store, scopes=(), workspaces=())
     app = http_app(web_store, pages=web_app(web_store, require_key=True), access_log=io.StringIO())
@@ -471,7 +471,7 @@ def test_under_serve_a_revoked_key_is_refused_at_once(web_store: Store) -> None:
 
 
 def key_id_of(store: Store, key: str) -> str:
-    from researchstore.auth import authenticate
+    from researchstore.serving.auth import authenticate
 
     principal = authenticate(store, key, touch=False)
     assert principal is not None and principal.key_id
@@ -479,7 +479,7 @@ def key_id_of(store: Store, key: str) -> str:
 
 
 def test_the_pages_read_the_key_from_the_header_mcp_reads() -> None:
-    from researchstore.mcp_server import API_KEY_HEADER
+    from researchstore.serving.mcp_server import API_KEY_HEADER
 
     assert web_auth.API_KEY_HEADER == API_KEY_HEADER
 
@@ -498,7 +498,7 @@ def test_the_pages_are_package_data() -> None:
 def test_a_key_sees_only_the_evidence_of_its_own_workspaces(filled_store: Store) -> None:
     from helpers import OTHER_WORKSPACE, WORKSPACE
 
-    from researchstore.mcp_server import http_app
+    from researchstore.serving.mcp_server import http_app
 
     with filled_store.transaction() as conn:
         for workspace in (WORKSPACE, OTHER_WORKSPACE):

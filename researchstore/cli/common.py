@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from researchstore.dates import utc_now
 from researchstore.errors import EXIT_CODES, Interrupted, InvalidInput, ResearchStoreError
-from researchstore.stored import json_default
+from researchstore.storage.dates import utc_now
+from researchstore.storage.stored import json_default
 
 if TYPE_CHECKING:
-    from researchstore.embed import EmbedSummary
     from researchstore.library import Library
+    from researchstore.meaning.embed import EmbedSummary
 
 
 def fail(message: str, *, exit_code: int) -> NoReturn:

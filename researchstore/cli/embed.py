@@ -73,7 +73,7 @@ def embed(
     Ray cluster embed (each loads the model from its own node's files) and
     this process reads and writes the store as it does alone.
     """
-    from researchstore.embedding import load_embedder, parse_model
+    from researchstore.meaning.embedding import load_embedder, parse_model
     from researchstore.reingest import StopSignals
 
     spec = parse_model(model) if model else None
@@ -81,7 +81,7 @@ def embed(
         raise click.UsageError("--ray-actors goes with --ray ADDRESS")
     ray = None
     if ray_address is not None:
-        from researchstore.ray_embed import LocalModel, RayEmbedding, load_ray
+        from researchstore.meaning.ray_embed import LocalModel, RayEmbedding, load_ray
 
         load_ray()  # before the store loads its vector index (ray_embed.load_ray says why)
         load_model = LocalModel(spec, device=device) if spec is not None else None

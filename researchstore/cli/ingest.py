@@ -38,7 +38,7 @@ def embed_after_run(
     chunk before the run, so that the summary tells apart the older chunks
     it embedded too (left without a vector by earlier runs).
     """
-    from researchstore.embedding import auto_embed_enabled
+    from researchstore.meaning.embedding import auto_embed_enabled
 
     if embed is False or (embed is None and not auto_embed_enabled()):
         return
@@ -214,10 +214,10 @@ def reingest(
     --only names no report, 75 when another run holds the store, 130/143
     when stopped by SIGINT/SIGTERM during a run (what was committed stays).
     """
-    from researchstore.dates import parse_duration, utc_now
-    from researchstore.forwarding import set_retention_days
     from researchstore.reingest import StopSignals, run_every
     from researchstore.reingest import reingest as run_reingest
+    from researchstore.storage.dates import parse_duration, utc_now
+    from researchstore.storage.forwarding import set_retention_days
 
     try:
         interval = parse_duration(every) if every else None

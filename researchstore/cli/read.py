@@ -132,7 +132,7 @@ def search(
         "kind": kind,
         "mode": mode,
     }
-    from researchstore.embedding import bound_query_threads
+    from researchstore.meaning.embedding import bound_query_threads
 
     bound_query_threads()  # one query: few threads, before any runtime loads
     with open_store(store_path) as store:

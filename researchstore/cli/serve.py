@@ -18,7 +18,7 @@ from researchstore.principal import ANY_WORKSPACE, SCOPES
 
 if TYPE_CHECKING:
     from researchstore.library import Library
-    from researchstore.serving import ServeSettings
+    from researchstore.serving.settings import ServeSettings
 
 #: The defaults of ``mcp_server.HttpLimits``, here too so that ``--help`` can
 #: show them without loading the MCP SDK (a test keeps the two the same).
@@ -103,8 +103,8 @@ def serve(
     address is printed on stderr once the server listens, and each request is
     a line of the access log.
     """
-    from researchstore.embedding import bound_query_threads
-    from researchstore.serving import ServeSettings, default_workers
+    from researchstore.meaning.embedding import bound_query_threads
+    from researchstore.serving.settings import ServeSettings, default_workers
 
     bound_query_threads()  # a server embeds queries only, each on few threads
     try:
@@ -131,7 +131,7 @@ def serve(
 def _serve_stdio(store: Library, profile: str) -> None:
     import anyio
 
-    from researchstore.mcp_server import serve_stdio
+    from researchstore.serving.mcp_server import serve_stdio
 
     store.warm_query_model()
     anyio.run(lambda: serve_stdio(store, profile=profile))
@@ -141,8 +141,13 @@ def _serve_http(settings: ServeSettings, port: int, workers: int) -> None:
     """Bind, say where, then serve with ``workers`` processes (each opens the store)."""
     from dataclasses import replace
 
-    from researchstore.auth import list_keys
-    from researchstore.mcp_server import WEB_PATH, bind_socket, endpoint_url, serve_processes
+    from researchstore.serving.auth import list_keys
+    from researchstore.serving.mcp_server import (
+        WEB_PATH,
+        bind_socket,
+        endpoint_url,
+        serve_processes,
+    )
 
     # Opened here to check it and its keys before binding; closed before serving.
     with open_store(settings.store) as store:
@@ -212,7 +217,7 @@ def create(
 
     A key with no scope can use the read tools (search, get, navigation).
     """
-    from researchstore.auth import create_key
+    from researchstore.serving.auth import create_key
 
     with open_store(store_path) as store:
         key = create_key(store, scopes=scopes, workspaces=workspaces, label=label)
@@ -226,7 +231,7 @@ def create(
 @click.option("--live", is_flag=True, help="Leave out revoked keys.")
 def list_command(store_path: str, as_json: bool, live: bool) -> None:
     """List STORE's keys: id, label, scopes, workspaces and dates (never a secret)."""
-    from researchstore.auth import list_keys
+    from researchstore.serving.auth import list_keys
 
     with open_store(store_path) as store:
         listed = list_keys(store, include_revoked=not live)
@@ -250,7 +255,7 @@ def list_command(store_path: str, as_json: bool, live: bool) -> None:
 @click.argument("key_id")
 def revoke(store_path: str, key_id: str) -> None:
     """Revoke the key KEY_ID (as 'keys list' shows it); it is refused at once."""
-    from researchstore.auth import revoke_key
+    from researchstore.serving.auth import revoke_key
 
     with open_store(store_path) as store:
         revoked = revoke_key(store, key_id)

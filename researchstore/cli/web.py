@@ -38,9 +38,9 @@ def web(store_path: str, host: str, port: int) -> None:
     writes to the store, so a read-only store works. The address is printed
     on stderr once the server listens.
     """
-    from researchstore.embedding import bound_query_threads
-    from researchstore.hosts import is_loopback
-    from researchstore.mcp_server import bind_socket, endpoint_url, serve_http
+    from researchstore.meaning.embedding import bound_query_threads
+    from researchstore.serving.hosts import is_loopback
+    from researchstore.serving.mcp_server import bind_socket, endpoint_url, serve_http
     from researchstore.web import web_app
 
     bound_query_threads()  # the pages embed queries only, each on few threads

@@ -42,7 +42,7 @@ class RetrievalConfig:
         """``FetchPolicy.from_env`` plus ``RESEARCHSTORE_RECEIPT_TTL`` (e.g. ``24h``, ``90m``)."""
         ttl = os.environ.get("RESEARCHSTORE_RECEIPT_TTL", "").strip()
         if ttl:
-            from researchstore.dates import parse_duration
+            from researchstore.storage.dates import parse_duration
 
             return cls(
                 fetch=FetchPolicy.from_env(), receipt_ttl=timedelta(seconds=parse_duration(ttl))

@@ -17,7 +17,6 @@ from dataclasses import dataclass, replace
 from html.parser import HTMLParser
 from typing import Any
 
-from researchstore.dates import stamp
 from researchstore.evidence.config import RetrievalConfig
 from researchstore.evidence.outcome import Outcome, clip
 from researchstore.evidence.spec import MAX_LANGUAGE_LENGTH, MAX_SEGMENTS, MAX_TEXT
@@ -30,6 +29,7 @@ from researchstore.ingest.html import parse_html
 from researchstore.ingest.model import Block, ParsedDocument, Segment
 from researchstore.ingest.text import parse_text
 from researchstore.kinds import DocumentKind
+from researchstore.storage.dates import stamp
 
 __all__ = ["read_content"]
 

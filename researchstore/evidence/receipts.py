@@ -18,12 +18,12 @@ from contextlib import suppress
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from researchstore.dates import stamp, stored_stamp
 from researchstore.errors import InvalidInput
 from researchstore.evidence.config import RetrievalConfig
 from researchstore.evidence.outcome import Outcome
-from researchstore.ids import new_id
-from researchstore.stored import json_object
+from researchstore.storage.dates import stamp, stored_stamp
+from researchstore.storage.ids import new_id
+from researchstore.storage.stored import json_object
 
 if TYPE_CHECKING:
     from researchstore.store import Store

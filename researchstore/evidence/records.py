@@ -16,7 +16,6 @@ import uuid
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from researchstore.dates import NO_DATE, stamp
 from researchstore.errors import ResearchStoreError
 from researchstore.evidence.config import RetrievalConfig
 from researchstore.evidence.outcome import Outcome, clip
@@ -27,6 +26,7 @@ from researchstore.ingest.writer import (
     record_finished_version,
     write_document_report,
 )
+from researchstore.storage.dates import NO_DATE, stamp
 
 if TYPE_CHECKING:
     from researchstore.store import Store

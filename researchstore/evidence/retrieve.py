@@ -38,7 +38,6 @@ import threading
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from researchstore.dates import stamp
 from researchstore.errors import InvalidInput
 from researchstore.evidence.config import RetrievalConfig
 from researchstore.evidence.content import read_content
@@ -60,6 +59,7 @@ from researchstore.evidence.spec import (
 )
 from researchstore.fetch.client import fetch
 from researchstore.fetch.fetcher import Fetcher
+from researchstore.storage.dates import stamp
 
 if TYPE_CHECKING:
     from researchstore.store import Store

@@ -20,8 +20,8 @@ import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from researchstore.analysis import count_tokens
 from researchstore.ingest.model import Block, ChunkDraft, Segment
+from researchstore.text.analysis import count_tokens
 
 DEFAULT_TARGET_TOKENS = 256
 BLOCK_SEPARATOR = "\n\n"

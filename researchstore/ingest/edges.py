@@ -18,7 +18,7 @@ its text inside links, and keeps:
   links that are long or end a sentence (after the article, no heading: the
   section it starts holds no prose, it is a strip's or a teaser's title).
 
-Lengths are measured with :func:`~researchstore.language.weighted_length`:
+Lengths are measured with :func:`~researchstore.text.language.weighted_length`:
 a CJK character, about a word in itself, counts as ``CJK_LETTER_WEIGHT`` (3)
 letters, so a Chinese paragraph of 40 characters is as long as a Latin one
 of 120.
@@ -39,7 +39,7 @@ import re
 from collections.abc import Sequence
 
 from researchstore.ingest.model import Block
-from researchstore.language import weighted_length
+from researchstore.text.language import weighted_length
 
 __all__ = ["PROSE_CHARS", "is_prose", "trim_edges"]
 

@@ -7,11 +7,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from researchstore.dates import is_iso_date
 from researchstore.ingest.discovery import REPORT_FILE
 from researchstore.ingest.parsers import SUPPORTED_SUFFIXES, parse_file
 from researchstore.ingest.prepare import chunk_parsed
-from researchstore.language import document_language
+from researchstore.storage.dates import is_iso_date
+from researchstore.text.language import document_language
 
 
 def _report_json_date(path: Path) -> str | None:

@@ -23,7 +23,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from researchstore.db import last_pending_seq
 from researchstore.errors import Interrupted, InvalidInput
 from researchstore.ingest import workers
 from researchstore.ingest.discovery import ReportSource, discover, discover_keys, report_signature
@@ -41,6 +40,7 @@ from researchstore.ingest.writer import (
     remove_reports,
 )
 from researchstore.progress import progress_bar
+from researchstore.storage.db import last_pending_seq
 
 if TYPE_CHECKING:
     from researchstore.store import Store

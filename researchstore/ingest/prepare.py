@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from researchstore.dates import is_iso_date
 from researchstore.ingest.chunking import chunk_blocks, chunk_segments
 from researchstore.ingest.discovery import REPORT_FILE, ReportSource
 from researchstore.ingest.model import ChunkDraft, ParsedDocument
 from researchstore.ingest.parsers import NotRead, kind_for_path, parse_file, read_document
-from researchstore.language import document_language
 from researchstore.params import MAX_SAFE_INTEGER
+from researchstore.storage.dates import is_iso_date
+from researchstore.text.language import document_language
 
 #: Report ids are integers from 1 to 2**53 - 1: the integers JSON carries
 #: exactly, and the largest ``report_id`` the tools take.

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from researchstore.dates import utc_now
+from researchstore.storage.dates import utc_now
 
 if TYPE_CHECKING:
     from researchstore.ingest.prepare import PreparedReport

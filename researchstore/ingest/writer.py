@@ -17,13 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from researchstore.chunk_rows import delete_report_chunks, insert_chunks
-from researchstore.dates import NO_DATE, is_iso_date, utc_now
-from researchstore.db import last_pending_seq, queue_pending, read_meta, write_meta
-from researchstore.derived import IndexedChunk, index_title
 from researchstore.errors import InvalidInput
-from researchstore.forwarding import prune_history, retire_report_chunks
-from researchstore.ids import new_id, new_ids
 from researchstore.ingest.discovery import REPORT_FILE, ReportSource
 from researchstore.ingest.model import ChunkDraft, ParsedDocument
 from researchstore.ingest.prepare import (
@@ -33,8 +27,14 @@ from researchstore.ingest.prepare import (
     ReportError,
 )
 from researchstore.ingest.summary import IngestSummary
-from researchstore.language import document_language
 from researchstore.overview import REMOVED_KIND
+from researchstore.storage.chunk_rows import delete_report_chunks, insert_chunks
+from researchstore.storage.dates import NO_DATE, is_iso_date, utc_now
+from researchstore.storage.db import last_pending_seq, queue_pending, read_meta, write_meta
+from researchstore.storage.derived import IndexedChunk, index_title
+from researchstore.storage.forwarding import prune_history, retire_report_chunks
+from researchstore.storage.ids import new_id, new_ids
+from researchstore.text.language import document_language
 
 if TYPE_CHECKING:
     from researchstore.store import Store

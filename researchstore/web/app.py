@@ -35,9 +35,9 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from researchstore.errors import ResearchStoreError
-from researchstore.hosts import HostGuard
 from researchstore.principal import LOCAL_USER, Principal, acting_as
-from researchstore.stored import json_default
+from researchstore.serving.hosts import HostGuard
+from researchstore.storage.stored import json_default
 from researchstore.web import auth
 from researchstore.web.pages import (
     OverviewCache,

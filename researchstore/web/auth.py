@@ -18,8 +18,8 @@ from urllib.parse import parse_qs
 
 from starlette.requests import Request
 
-from researchstore import auth
 from researchstore.principal import Principal
+from researchstore.serving import auth
 
 if TYPE_CHECKING:
     from researchstore.store import Store

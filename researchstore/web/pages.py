@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-from researchstore.db import pending_count
 from researchstore.kinds import DOCUMENT_KINDS
 from researchstore.overview import change_marker, list_reports, store_overview
 from researchstore.params import MAX_SAFE_INTEGER
 from researchstore.principal import ANY_WORKSPACE, Principal
+from researchstore.storage.db import pending_count
 
 if TYPE_CHECKING:
     from researchstore.library import Library

@@ -11,7 +11,7 @@ import os
 import sys
 
 from researchstore import Store
-from researchstore.index import SearchIndex
+from researchstore.indexes.index import SearchIndex
 
 #: The exit status that tells the test the process died where it was meant to.
 CRASHED = 9

@@ -14,7 +14,7 @@ import sys
 from hashing import HashingEmbedder
 
 from researchstore import Store
-from researchstore.vector_index import VectorIndex
+from researchstore.indexes.vector_index import VectorIndex
 
 #: The exit status that tells the test the process died where it was meant to.
 CRASHED = 9

@@ -12,7 +12,7 @@ import signal
 import sys
 
 from researchstore import Store
-from researchstore.index import SearchIndex
+from researchstore.indexes.index import SearchIndex
 
 
 def die(self: SearchIndex) -> None:

@@ -19,10 +19,11 @@ import signal
 import sys
 from typing import Any
 
-from researchstore import Store, sync
-from researchstore.index import SearchIndex
+from researchstore import Store
+from researchstore.indexes.index import SearchIndex
 from researchstore.ingest import pipeline, writer
 from researchstore.reingest import reingest
+from researchstore.storage import sync
 
 
 class Killer:

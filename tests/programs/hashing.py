@@ -18,7 +18,7 @@ class HashingEmbedder:
     """A deterministic stand-in for a model: a hashed bag of words (``zlib.crc32``).
 
     Texts that share words are near; texts that share none are orthogonal.
-    Meets ``researchstore.embedding.Embedder`` with numpy alone, so nothing
+    Meets ``researchstore.meaning.embedding.Embedder`` with numpy alone, so nothing
     loads torch. ``calls`` counts the texts it was given, per call;
     ``seconds_per_call`` makes each call take that long, as a real model's do;
     a call given a text holding the word ``fails_on`` raises, as a model can.

@@ -14,7 +14,7 @@ import os
 import sys
 
 from researchstore import Store
-from researchstore.embedding import bound_query_threads
+from researchstore.meaning.embedding import bound_query_threads
 
 
 def threads() -> int:

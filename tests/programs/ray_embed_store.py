@@ -16,13 +16,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # programs.hashing, as the actors
 
-import ray  # noqa: F401  (loaded before usearch: researchstore.ray_embed.load_ray)
+import ray  # noqa: F401  (loaded before usearch: researchstore.meaning.ray_embed.load_ray)
 from programs.hashing import HashingEmbedder
 
 from researchstore import Store
-from researchstore import embed as embed_module
 from researchstore.errors import Interrupted
-from researchstore.ray_embed import RayEmbedding
+from researchstore.meaning import embed as embed_module
+from researchstore.meaning.ray_embed import RayEmbedding
 from researchstore.reingest import StopSignals
 
 

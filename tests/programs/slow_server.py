@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from researchstore import semantic
 from researchstore.cli import main as researchstore
+from researchstore.retrieval import semantic
 
 #: Long enough for any test to act; a test that forgets to release still ends.
 HOLD_SECONDS = 120

@@ -1,0 +1,1 @@
+"""Search by words, by meaning, and both: hits ranked by the indexes, read back from SQLite."""
