@@ -205,7 +205,7 @@ def size(store: Store) -> None:
         table = (
             conn.execute("SELECT sum(pgsize) FROM dbstat WHERE name = 'vectors'").fetchone()[0] or 0
         )
-    folder = store.sync.folder(VectorIndex)
+    folder = store.sync.places.folder(VectorIndex)
     index_bytes = sum(path.stat().st_size for path in folder.iterdir() if path.is_file())
     if not count:
         print("no vectors")

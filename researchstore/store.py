@@ -135,7 +135,7 @@ class Store:
             self.sync.refuse_orphaned_indexes()
             self.sync.reload_kinds()
         #: Whether the file is known to be a store (so unreadable means damaged).
-        self._known_store = self.sync.any_index_beside()
+        self._known_store = self.sync.places.any_index_beside()
         try:
             self._conn = connect(self.path, read_only=self.read_only)
             if self.read_only:
@@ -230,7 +230,7 @@ class Store:
         """The word index's folder, ``STORE.db.index``."""
         from researchstore.indexes.index import SearchIndex
 
-        return self.sync.folder(SearchIndex)
+        return self.sync.places.folder(SearchIndex)
 
     def close(self) -> None:
         """Close the index writers and the connection; checkpoint the WAL.
@@ -464,7 +464,7 @@ class Store:
         the store file (a read-only store whose index there is not current)."""
         from researchstore.indexes.index import SearchIndex
 
-        return self.sync.folder(SearchIndex) != self.sync.beside(SearchIndex)
+        return self.sync.places.folder(SearchIndex) != self.sync.places.beside(SearchIndex)
 
     def search_index(self) -> SearchIndex:
         """The word index, opened (checked, caught up, repaired) on first need."""

@@ -28,8 +28,8 @@ A read-only store (a read-only file, folder or mount) writes nothing beside
 itself: it uses an index folder there that is current as it is, and
 otherwise one in the cache directory, in the entry of the state its file
 was in when opened (``index_cache.py``), built there from SQLite when it is
-missing or not current. ``folder`` is the one answer to where an index
-lives. Pending changes wait for a writable open: searches read what the
+missing or not current. ``IndexPlaces.folder`` (``index_places.py``) is the
+one answer to where an index lives. Pending changes wait for a writable open: searches read what the
 index holds.
 
 A store file from elsewhere is untrusted: the names it holds (its packed
@@ -39,28 +39,21 @@ left beside it are matched by name, never trusted for a process number.
 
 from __future__ import annotations
 
-import glob
 import os
-import re
-import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from researchstore.errors import (
     DiskFull,
     ResearchStoreError,
     StoreDamaged,
     StoreLocked,
-    StoreReadOnly,
 )
 from researchstore.progress import progress_bar
-from researchstore.storage.cache_dir import writable_cache_root
 from researchstore.storage.chunk_rows import mark_refused
 from researchstore.storage.db import (
-    WriterLock,
     forget_pending,
     last_pending_seq,
     read_meta,
@@ -69,43 +62,14 @@ from researchstore.storage.db import (
 )
 from researchstore.storage.derived import DerivedIndex, IndexDamaged
 from researchstore.storage.foreign_errors import storage_errors
-from researchstore.storage.index_cache import CacheEntry, state_key, store_folder
 from researchstore.storage.index_folders import (
-    SIDECAR,
     boot_id,
-    process_alive,
     read_sidecar,
     remove_tree,
     write_sidecar,
 )
+from researchstore.storage.index_places import IndexPlaces, SyncedStore, applied_key, applied_seq
 from researchstore.storage.stored import whole_number
-
-
-class SyncedStore(Protocol):
-    """What the indexes' keeper asks of the store it keeps them for (``store.Store``).
-
-    This module sits below ``store.py``, so it names the store by what it uses
-    of it rather than by importing it.
-    """
-
-    @property
-    def path(self) -> Path: ...
-
-    @property
-    def store_uuid(self) -> str: ...
-
-    @property
-    def progress(self) -> bool | None: ...
-
-    @property
-    def read_only(self) -> bool: ...
-
-    def reading(self) -> AbstractContextManager[sqlite3.Connection]: ...
-
-    def transaction(self) -> AbstractContextManager[sqlite3.Connection]: ...
-
-    def writing(self, *, wait: bool = True) -> AbstractContextManager[None]: ...
-
 
 REBUILD_BATCH = 5_000
 
@@ -132,56 +96,13 @@ class IndexSync:
         self.opened = False
         #: What opening found and repaired (or could not), for ``check`` to tell.
         self.repairs: list[str] = []
-        #: Where each index of a read-only store lives, once decided.
-        self._placed: dict[str, Path] = {}
-        #: A read-only store's entry in the cache, for the state its file was in.
-        self._cache_entry: CacheEntry | None = None
+        #: Where each index lives, and whether it is current there.
+        self.places = IndexPlaces(store, lock=lock)
         #: The indexes a call met damaged whose files were sound, so they were
         #: opened afresh: met damaged again, they are rebuilt (``recover``).
         self._opened_afresh: set[str] = set()
 
     # -- opening -----------------------------------------------------------
-
-    def folder(self, kind: type[DerivedIndex]) -> Path:
-        """Where the index of ``kind`` lives: beside the store (``STORE.db<suffix>``),
-        or, for a read-only store whose folder there is not current, in the cache."""
-        if not self._store.read_only:
-            return self.beside(kind)
-        placed = self._placed.get(kind.name)
-        if placed is None:
-            beside = self.beside(kind)
-            placed = beside if self.problem(kind, beside) is None else self.cached(kind)
-            self._placed[kind.name] = placed
-        return placed
-
-    def beside(self, kind: type[DerivedIndex]) -> Path:
-        """The folder of ``kind`` beside the store file."""
-        path = self._store.path
-        return path.with_name(path.name + kind.suffix)
-
-    def cached(self, kind: type[DerivedIndex]) -> Path:
-        """The folder of ``kind`` in the cache directory, for a read-only store."""
-        return self.cache_entry().folder / self.beside(kind).name
-
-    def cache_entry(self) -> CacheEntry:
-        """The read-only store's entry in the cache: the state its file is in now,
-        kept for as long as it is open."""
-        with self._lock:
-            if self._cache_entry is None:
-                store = self._store
-                try:
-                    root = writable_cache_root()
-                except OSError as error:
-                    raise StoreReadOnly(
-                        f"the indexes of the read-only store {store.path} can be kept neither "
-                        f"beside it nor in the cache directory ({error}): "
-                        "set RESEARCHSTORE_CACHE_DIR to a folder that can be written",
-                        field="store",
-                    ) from None
-                folder = store_folder(root, store.store_uuid, store.path)
-                with store.reading() as conn:
-                    self._cache_entry = CacheEntry(folder, state_key(conn))
-            return self._cache_entry
 
     @property
     def _kinds(self) -> tuple[type[DerivedIndex], ...]:
@@ -200,7 +121,11 @@ class IndexSync:
 
     def remove_folder(self, kind: type[DerivedIndex]) -> None:
         """Remove the folder of an index the store no longer keeps."""
-        remove_tree(self.folder(kind))
+        remove_tree(self.places.folder(kind))
+
+    def refuse_orphaned_indexes(self) -> None:
+        """Refuse a new store file with a store's index beside it (``IndexPlaces``)."""
+        self.places.refuse_orphaned_indexes(self._kinds)
 
     def reload_kinds(self) -> None:
         """Ask the store again which indexes it keeps (a first vector was written),
@@ -230,7 +155,7 @@ class IndexSync:
         """Open every index, rebuilding those that cannot be used as they are."""
         self.opened = True
         if not self._store.read_only:
-            self.remove_stale_folders()
+            self.places.remove_stale_folders(self._kinds)
         for kind in self._kinds:
             self._open[kind.name] = self._open_one(kind)
 
@@ -266,97 +191,25 @@ class IndexSync:
         try:
             with store.writing(wait=False), store.transaction() as conn:
                 for kind in missing:
-                    applied = _applied_seq(conn, kind)
+                    applied = applied_seq(conn, kind)
                     self._pack(conn, kind, self._open[kind.name], applied)
         except StoreLocked:
             return
 
-    def any_index_beside(self) -> bool:
-        """Whether an index of a store lies beside the store file (its sidecar is there).
-
-        Every derived index lives in ``STORE.db.<suffix>`` with a sidecar, so
-        this needs no index module loaded (a one-shot lookup loads none).
-        """
-        path = self._store.path
-        return any(
-            (folder / SIDECAR).exists()
-            for folder in path.parent.glob(f"{glob.escape(path.name)}.*")
-        )
-
-    def refuse_orphaned_indexes(self) -> None:
-        """Refuse a new (missing or empty) store file that has an index with documents beside it.
-
-        That index belongs to the store the file was: rebuilding it from an
-        empty store would wipe it. It is left as it is.
-        """
-        path = self._store.path
-        for kind in self._kinds:
-            folder = self.folder(kind)
-            if not kind.holds_data(folder):
-                continue
-            state = "empty (0 bytes)" if path.exists() else "missing"
-            raise StoreDamaged(
-                f"the store file {path} is {state}, but the {kind.name} beside it ({folder}) "
-                "holds a store's documents: the store file was truncated, replaced or removed. "
-                f"Nothing was changed. Restore {path} from a backup; or, to start a new, empty "
-                f"store at {path}, delete {folder} first.",
-                details={"path": str(path), "index": str(folder)},
-            )
-
-    def remove_stale_folders(self) -> None:
-        """Remove the rebuild and swap folders that processes no longer alive left behind."""
-        for kind in self._kinds:
-            folder = self.folder(kind)
-            pattern = re.compile(re.escape(folder.name) + r"\.(?:rebuild|old)-(\d+)")
-            try:
-                entries = list(folder.parent.iterdir())
-            except OSError:
-                return
-            for entry in entries:
-                found = pattern.fullmatch(entry.name)
-                if found and not process_alive(int(found.group(1))):
-                    remove_tree(entry, ignore_errors=True)
-
-    def problem(self, kind: type[DerivedIndex], folder: Path | None = None) -> str | None:
-        """Why the folder of ``kind`` (or ``folder``) cannot be used as it is, or None."""
-        folder = folder or self.folder(kind)
-        if folder.is_symlink():
-            # researchstore never makes one; the index would be written where it leads.
-            return "a link to another folder"
-        sidecar = read_sidecar(folder)
-        if sidecar is None:
-            return "missing"
-        if sidecar.get("store_uuid") != self._store.store_uuid:
-            return "built for another store"
-        if sidecar.get("index_schema") != kind.schema_version:
-            return "older index schema"
-        unflushed = sidecar.get("unflushed_boot")
-        if unflushed is not None and unflushed != boot_id():
-            return "written back before the machine restarted, and perhaps never on disk"
-        with self._store.reading() as conn:
-            applied = _applied_seq(conn, kind)
-            issued = last_pending_seq(conn)
-        seen = sidecar.get("applied_seq")
-        if not isinstance(seen, int) or seen < applied:
-            return "behind the store"
-        if seen > issued:
-            return "ahead of the store"
-        return None
-
     def _open_one(self, kind: type[DerivedIndex]) -> DerivedIndex:
         if self._store.read_only:
             return self._open_read_only(kind)
-        problem = self.problem(kind)
+        problem = self.places.problem(kind)
         if problem is None:
             try:
-                return kind.open(self.folder(kind))
+                return kind.open(self.places.folder(kind))
             except IndexDamaged as error:
                 problem = f"unreadable: {error}"
         with self._store.writing(wait=True):
             # Another process may have rebuilt it while we waited.
-            if self.problem(kind) is None:
+            if self.places.problem(kind) is None:
                 try:
-                    return kind.open(self.folder(kind))
+                    return kind.open(self.places.folder(kind))
                 except IndexDamaged:
                     pass
             try:
@@ -390,7 +243,7 @@ class IndexSync:
             # None of this schema; or a number no researchstore wrote (past the
             # last change ever queued): what the copy reflects is unknown.
             return None
-        folder = self.folder(kind)
+        folder = self.places.folder(kind)
         temporary = folder.with_name(folder.name + f".rebuild-{os.getpid()}")
         remove_tree(temporary, ignore_errors=True)
         try:
@@ -425,36 +278,28 @@ class IndexSync:
         except BaseException:
             remove_tree(temporary, ignore_errors=True)
             raise
-        self._swap_in(folder, temporary)
+        self.places.swap_in(folder, temporary)
         if not store.read_only:
             with store.transaction() as conn:
-                write_meta(conn, _applied_key(kind), str(seq))
+                write_meta(conn, applied_key(kind), str(seq))
         return kind.open(folder)
-
-    def _swap_in(self, folder: Path, temporary: Path) -> None:
-        old = folder.with_name(folder.name + f".old-{os.getpid()}")
-        if folder.exists() or folder.is_symlink():  # a link is moved aside, not followed
-            remove_tree(old, ignore_errors=True)
-            os.replace(folder, old)
-        os.replace(temporary, folder)
-        remove_tree(old, ignore_errors=True)
 
     def _open_read_only(self, kind: type[DerivedIndex]) -> DerivedIndex:
         """Open ``kind`` for a read-only store: where it is, if current and readable
         there; else from (or built in) the cache directory."""
-        folder = beside = self.folder(kind)
-        if folder == self.beside(kind):
+        folder = beside = self.places.folder(kind)
+        if folder == self.places.beside(kind):
             try:
                 return kind.open(folder)
             except (IndexDamaged, OSError) as error:
                 # Tantivy takes a lock file even to read: a read-only folder refuses it.
                 beside_problem = f"cannot be opened there: {error}"
         else:
-            beside = self.beside(kind)
-            beside_problem = self.problem(kind, beside) or "not current"
-        cached = self._placed[kind.name] = self.cached(kind)
-        with self._cache_locked(kind) as entry:
-            problem = self.problem(kind, cached)
+            beside = self.places.beside(kind)
+            beside_problem = self.places.problem(kind, beside) or "not current"
+        cached = self.places.place_in_cache(kind)
+        with self.places.cache_locked(kind) as entry:
+            problem = self.places.problem(kind, cached)
             if problem is None:
                 try:
                     return kind.open(cached)
@@ -480,34 +325,6 @@ class IndexSync:
             rebuilt = self._rebuild(kind, problem)
             entry.remove_unused()
             return rebuilt
-
-    @contextmanager
-    def _cache_locked(self, kind: type[DerivedIndex]) -> Iterator[CacheEntry]:
-        """The read-only store's cache entry, held, under the lock of its store's
-        cache folder: the one way into it for making or replacing an index there."""
-        entry = self.cache_entry()
-        try:
-            entry.store_folder.mkdir(exist_ok=True)
-            lock = WriterLock(entry.store_folder / "lock")
-            lock.acquire(wait=True)
-        except OSError as error:
-            raise self._unwritable_cache(kind, error) from None
-        try:
-            try:
-                entry.hold()
-            except OSError as error:
-                raise self._unwritable_cache(kind, error) from None
-            yield entry
-        finally:
-            lock.release()
-
-    def _unwritable_cache(self, kind: type[DerivedIndex], error: OSError) -> StoreReadOnly:
-        return StoreReadOnly(
-            f"the {kind.label} of the read-only store {self._store.path} can be kept "
-            f"neither beside it nor in the cache directory {self.cache_entry().store_folder} "
-            f"({error}): set RESEARCHSTORE_CACHE_DIR to a folder that can be written",
-            field="store",
-        )
 
     def _expects_entries(self, kind: type[DerivedIndex]) -> bool:
         """Whether SQLite holds anything for ``kind``: a missing folder of an index
@@ -567,10 +384,10 @@ class IndexSync:
         """
         store = self._store
         damaged = next(
-            (kind for kind in self._kinds if str(self.folder(kind)) in damage.message),
+            (kind for kind in self._kinds if str(self.places.folder(kind)) in damage.message),
             self._kinds[0],
         )
-        where = self.folder(damaged)
+        where = self.places.folder(damaged)
         try:
             if store.read_only:
                 with self._lock:
@@ -587,7 +404,7 @@ class IndexSync:
         if not store.read_only:
             which = f"the {damaged.label} beside {store.path}"
             by_hand = f"researchstore rebuild-index {store.path}"
-        elif where == self.beside(damaged):
+        elif where == self.places.beside(damaged):
             which = f"the {damaged.label} beside the read-only store {store.path}"
             by_hand = f"researchstore rebuild-index {store.path}, where it can be written"
         else:
@@ -612,7 +429,7 @@ class IndexSync:
             elif kind is damaged and kind.name in self._opened_afresh:
                 why = "damaged again after it was opened afresh, though its files pass their checks"
             else:
-                self._open[kind.name] = kind.open(self.folder(kind))
+                self._open[kind.name] = kind.open(self.places.folder(kind))
                 if kind is damaged:
                     self._opened_afresh.add(kind.name)
                 repaired.append("opened afresh (its files are sound)")
@@ -627,8 +444,8 @@ class IndexSync:
         read-only one, in the cache (even if it was read from beside the store)."""
         if not self._store.read_only:
             return self._rebuild(kind, why)
-        self._placed[kind.name] = self.cached(kind)
-        with self._cache_locked(kind) as entry:
+        self.places.place_in_cache(kind)
+        with self.places.cache_locked(kind) as entry:
             rebuilt = self._rebuild(kind, why)
             entry.remove_unused()
             return rebuilt
@@ -653,7 +470,7 @@ class IndexSync:
         A rebuild that fails (a full disk, a damaged store) removes its
         folder and leaves the index as it was.
         """
-        folder = self.folder(kind)
+        folder = self.places.folder(kind)
         temporary = folder.with_name(folder.name + f".rebuild-{os.getpid()}")
         remove_tree(temporary, ignore_errors=True)
         store = self._store
@@ -687,12 +504,12 @@ class IndexSync:
         except BaseException:
             remove_tree(temporary, ignore_errors=True)
             raise
-        self._swap_in(folder, temporary)
+        self.places.swap_in(folder, temporary)
         if store.read_only:
             return kind.open(folder)  # the cache's own sidecar says what it reflects
         opened = kind.open(folder)
         with store.transaction() as conn:
-            write_meta(conn, _applied_key(kind), str(snapshot_seq))
+            write_meta(conn, applied_key(kind), str(snapshot_seq))
             self._pack(conn, kind, opened, snapshot_seq)
             self._forget_applied(conn)
         return opened
@@ -722,7 +539,7 @@ class IndexSync:
         last_seq = 0
         with self._store.reading() as conn, self._index_errors():
             for kind in self._kinds:
-                applied = _applied_seq(conn, kind)
+                applied = applied_seq(conn, kind)
                 rows = conn.execute(
                     "SELECT seq, report_id, target FROM index_pending WHERE seq > ? ORDER BY seq",
                     (applied,),
@@ -748,7 +565,7 @@ class IndexSync:
         (a run stopped between its index commits and its end)."""
         with self._store.transaction() as conn:
             for kind in self._kinds:
-                applied = _applied_seq(conn, kind)
+                applied = applied_seq(conn, kind)
                 packed = read_meta_number(conn, _packed_key(kind))
                 if packed is None or packed < applied:
                     self._pack(conn, kind, self._open[kind.name], applied)
@@ -830,7 +647,7 @@ class IndexSync:
             for kind in kinds:
                 index = self._open[kind.name]
                 index.commit()
-                folder = self.folder(kind)
+                folder = self.places.folder(kind)
                 write_sidecar(
                     folder,
                     store_uuid=store.store_uuid,
@@ -841,7 +658,7 @@ class IndexSync:
                 )
         with store.transaction() as conn:
             for kind in kinds:
-                write_meta(conn, _applied_key(kind), str(applied_seq))
+                write_meta(conn, applied_key(kind), str(applied_seq))
             if fed_on_write is not True:
                 # The end of a run (or a catch-up): every index reflects
                 # ``applied_seq`` now, and the store file keeps its files.
@@ -913,12 +730,11 @@ class IndexSync:
         and of the cache entry they were in."""
         self.close_writers()
         self._open.clear()
-        if self._cache_entry is not None:
-            self._cache_entry.release()
+        self.places.release()
 
     def _index_errors(self, folder: Path | None = None) -> storage_errors:
         """An OSError from writing an index (a full disk) leaves as the store's error for it."""
-        return storage_errors(folder or self.folder(self._kinds[0]))
+        return storage_errors(folder or self.places.folder(self._kinds[0]))
 
 
 def _copy_refused(problem: str, refused: IndexDamaged) -> str:
@@ -929,21 +745,6 @@ def _copy_refused(problem: str, refused: IndexDamaged) -> str:
 def _as_clause(problem: str) -> str:
     """A ``problem`` said of a folder: "is missing", "is behind the store", "cannot be ..."."""
     return problem if problem.startswith("cannot") else f"is {problem}"
-
-
-def _applied_key(kind: type[DerivedIndex]) -> str:
-    return f"{kind.name}_applied_seq"
-
-
-def _applied_seq(conn: Any, kind: type[DerivedIndex]) -> int:
-    """The last change of ``index_pending`` the index of ``kind`` applied (0: none).
-
-    A number no researchstore writes (not a number, or past the last change
-    ever queued) counts as 0: every change still pending is applied again,
-    which an index takes as it took it the first time.
-    """
-    applied = read_meta_number(conn, _applied_key(kind))
-    return applied if applied is not None and applied <= last_pending_seq(conn) else 0
 
 
 def _packed_key(kind: type[DerivedIndex]) -> str:
