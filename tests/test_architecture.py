@@ -387,3 +387,45 @@ def test_the_table_writers_are_found() -> None:
     assert writers["index_pending"] == writers["meta"] == ["researchstore.storage.db"]
     assert writers["sources"] == writers["reports"] == ["researchstore.ingest.writer"]
     assert sql_writes(_MIGRATIONS) >= {"vectors", "embed_failures", "meta"}
+
+
+#: Names with a leading underscore that their library documents as public.
+DOCUMENTED_UNDERSCORED = {"_exit", "_asdict", "_replace", "_fields", "_make"}
+
+
+def foreign_private_names(source: str) -> list[str]:
+    """What ``source`` reads of another library's private names: an attribute
+    with a leading underscore on anything but ``self`` or ``cls``, or a private
+    name (or module) imported from outside the package."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute):
+            private = node.attr.startswith("_") and not node.attr.endswith("__")
+            owner = node.value.id if isinstance(node.value, ast.Name) else None
+            if private and owner not in {"self", "cls"} and node.attr not in DOCUMENTED_UNDERSCORED:
+                found.append(ast.unparse(node))
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module.split(".")[0] in {"researchstore", "__future__"}:
+                continue
+            private_module = any(part.startswith("_") for part in node.module.split("."))
+            for alias in node.names:
+                if private_module or alias.name.startswith("_"):
+                    found.append(f"{node.module}.{alias.name}")
+    return found
+
+
+def test_no_module_reads_another_library_s_private_names() -> None:
+    reads = {
+        name: found
+        for name, path in MODULES.items()
+        if (found := foreign_private_names(path.read_text()))
+    }
+    assert reads == {}
+
+
+def test_a_private_read_is_found() -> None:
+    assert foreign_private_names("import ssl\nssl_socket._sslobj\n") == ["ssl_socket._sslobj"]
+    assert foreign_private_names("from py3langid.modelio import _to_array\n") == [
+        "py3langid.modelio._to_array"
+    ]
+    assert foreign_private_names("self._own\nos._exit(1)\n") == []

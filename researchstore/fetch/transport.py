@@ -80,7 +80,10 @@ class GuardedStream(httpcore.NetworkStream):
 
     def get_extra_info(self, info: str) -> Any:
         if info == "ssl_object" and isinstance(self._sock, ssl.SSLSocket):
-            return self._sock._sslobj  # type: ignore[attr-defined]  # as httpcore does
+            # The TLS socket itself: it answers what an SSLObject does
+            # (selected_alpn_protocol, getpeercert, version), without reading
+            # the private object behind it.
+            return self._sock
         if info == "server_addr":
             return self._sock.getpeername()
         if info == "client_addr":

@@ -29,6 +29,7 @@ import mmap
 import os
 import struct
 import tempfile
+from array import array
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -166,18 +167,26 @@ def write_cache(
 
 
 def _identifier_of(kind: Any, arrays: dict[str, Any]) -> Any:
-    """An identifier made from cached arrays, as py3langid 0.4 makes one from its file."""
-    from py3langid.modelio import _to_array
-
+    """An identifier made from cached arrays, as py3langid 0.4 makes one from its
+    file, through its constructor's arguments."""
     return kind(
         arrays["ptc"],
         arrays["pc"],
         list(arrays["classes"]),
-        _to_array(arrays["nextmove"]),
+        _unsigned_array(arrays["nextmove"]),
         arrays["out_feat"].tolist(),
         norm_probs=True,
-        tk_row=_to_array(arrays["nextmove_row"]),
+        tk_row=_unsigned_array(arrays["nextmove_row"]),
     )
+
+
+def _unsigned_array(values: Any) -> array[int]:
+    """A NumPy array of unsigned integers as the standard library's ``array`` of
+    the same item size (what the identifier's automaton is given)."""
+    typecode = next(code for code in "BHILQ" if array(code).itemsize == values.dtype.itemsize)
+    made: array[int] = array(typecode)
+    made.frombytes(memoryview(values.tobytes()))
+    return made
 
 
 def _arrays_of(identifier: Any) -> dict[str, Any]:
