@@ -155,12 +155,15 @@ ABOVE_THE_STORE = (
 )
 
 
-def reached_from(name: str) -> set[str]:
-    """Every package module ``name`` imports, directly or not, type hints included."""
+def reached_from(name: str, graph: dict[str, set[str]] | None = None) -> set[str]:
+    """Every package module ``name`` imports, directly or not, type hints included
+    (``graph``: each module's imports, read once for many questions)."""
+    if graph is None:
+        graph = {module: imported_modules(module, type_checking=True) for module in MODULES}
     reached: set[str] = set()
     waiting = [name]
     while waiting:
-        for module in imported_modules(waiting.pop(), type_checking=True):
+        for module in graph[waiting.pop()]:
             if module not in reached:
                 reached.add(module)
                 waiting.append(module)
@@ -172,8 +175,9 @@ def test_the_store_imports_only_its_floor() -> None:
 
 
 def test_nothing_below_the_store_imports_what_is_built_on_it() -> None:
-    below = reached_from("researchstore.store")
-    built_on = {name for name in MODULES if "researchstore.store" in reached_from(name)}
+    graph = {name: imported_modules(name, type_checking=True) for name in MODULES}
+    below = reached_from("researchstore.store", graph)
+    built_on = {name for name in MODULES if "researchstore.store" in reached_from(name, graph)}
     assert "researchstore.store" not in below
     assert below & built_on == set()
     assert sorted(name for name in below if name.startswith(ABOVE_THE_STORE)) == [], (
