@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from helpers import HashingEmbedder, program, write_report
+from helpers import HashingEmbedder, norwegian_source, program, text_report
 
 from researchstore import Store
 from researchstore.errors import InvalidInput
@@ -41,39 +41,6 @@ def no_model_named(monkeypatch: pytest.MonkeyPatch) -> None:
     """No test here inherits a model the person running the tests named."""
     for name in MODEL_ENVS:
         monkeypatch.delenv(name, raising=False)
-
-
-def text_report(root: Path, key: str, language: str, title: str, text: str) -> None:
-    """A one-document report whose text declares its language (front matter)."""
-    write_report(
-        root,
-        key,
-        title=title,
-        date="2026-05-01",
-        tags={},
-        files={"notes.txt": f"---\nlang: {language}\ntitle: {title}\n---\n{text}\n"},
-    )
-
-
-def norwegian_source(root: Path) -> Path:
-    """Three reports in Norwegian, one in English."""
-    text_report(
-        root,
-        "bier",
-        "nb",
-        "Bikuber om vinteren",
-        "Bikubene med mye varroamidd døde i løpet av vinteren.",
-    )
-    text_report(
-        root, "elv", "nb", "Elva etter regnet", "Etter regnet førte elva mye sediment og slam."
-    )
-    text_report(
-        root, "lav", "nb-NO", "Lav på bjørk", "Lavene på bjørkene forsvant nær den travle veien."
-    )
-    text_report(
-        root, "soil", "en", "Living soils", "Earthworms pull fallen leaves into their burrows."
-    )
-    return root
 
 
 def english_source(root: Path) -> Path:

@@ -30,7 +30,15 @@ import pytest
 # Before anything loads usearch (the vector index): see ray_embed.load_ray.
 ray = pytest.importorskip("ray")
 
-from helpers import TESTS, HashingEmbedder, long_text, program, run_cli, write_report  # noqa: E402
+from helpers import (  # noqa: E402
+    TESTS,
+    HashingEmbedder,
+    long_text,
+    norwegian_source,
+    program,
+    run_cli,
+    write_report,
+)
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from researchstore import Store  # noqa: E402
@@ -161,20 +169,7 @@ def test_no_cluster_at_the_address_is_a_clear_error(tmp_path: Path) -> None:
 
 def norwegian_store(path: Path, folder: Path) -> Path:
     """Three short reports in Norwegian and one in English: a store that gets e5 by default."""
-    for key, language, title, text in [
-        ("bier", "nb", "Bikuber om vinteren", "Bikubene med mye varroamidd døde om vinteren."),
-        ("elv", "nb", "Elva etter regnet", "Etter regnet førte elva mye slam og sediment."),
-        ("lav", "nb-NO", "Lav på bjørk", "Lavene på bjørkene forsvant nær den travle veien."),
-        ("soil", "en", "Living soils", "Earthworms pull fallen leaves into their burrows."),
-    ]:
-        write_report(
-            folder,
-            key,
-            title=title,
-            date="2026-05-01",
-            tags={},
-            files={"notes.txt": f"---\nlang: {language}\ntitle: {title}\n---\n{text}\n"},
-        )
+    norwegian_source(folder)
     with Store(path, progress=False) as store:
         store.ingest(folder, name="notes")
     return path
