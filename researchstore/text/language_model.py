@@ -183,9 +183,11 @@ def _identifier_of(kind: Any, arrays: dict[str, Any]) -> Any:
 def _unsigned_array(values: Any) -> array[int]:
     """A NumPy array of unsigned integers as the standard library's ``array`` of
     the same item size (what the identifier's automaton is given)."""
+    import numpy as np
+
     typecode = next(code for code in "BHILQ" if array(code).itemsize == values.dtype.itemsize)
     made: array[int] = array(typecode)
-    made.frombytes(memoryview(values.tobytes()))
+    made.frombytes(np.ascontiguousarray(values).data.cast("B"))  # the bytes copied once
     return made
 
 
