@@ -408,6 +408,18 @@ def foreign_private_names(source: str) -> list[str]:
             owner = node.value.id if isinstance(node.value, ast.Name) else None
             if private and owner not in {"self", "cls"} and node.attr not in DOCUMENTED_UNDERSCORED:
                 found.append(ast.unparse(node))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in {"getattr", "hasattr", "setattr"}
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+        ):
+            owner = node.args[0].id if isinstance(node.args[0], ast.Name) else None
+            name = node.args[1].value
+            if name.startswith("_") and not name.endswith("__") and owner not in {"self", "cls"}:
+                found.append(f"{ast.unparse(node.args[0])}.{name}")
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             if node.module.split(".")[0] in {"researchstore", "__future__"}:
                 continue
@@ -432,4 +444,5 @@ def test_a_private_read_is_found() -> None:
     assert foreign_private_names("from py3langid.modelio import _to_array\n") == [
         "py3langid.modelio._to_array"
     ]
+    assert foreign_private_names('getattr(pool, "_processes", None)\n') == ["pool._processes"]
     assert foreign_private_names("self._own\nos._exit(1)\n") == []

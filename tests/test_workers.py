@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -9,7 +12,7 @@ from helpers import long_text, write_report
 
 from researchstore import Store
 from researchstore.ingest import workers
-from researchstore.ingest.discovery import ReportSource
+from researchstore.ingest.discovery import ReportSource, discover
 
 
 def _contents(store: Store) -> dict[str, list[tuple[str, int, str]]]:
@@ -91,6 +94,50 @@ def test_a_worker_that_dies_fails_only_the_report_it_was_reading(
         "the parser process died while reading this report"
     ]
     assert len(summary.failures) == 2  # and the broken report.json, as in one process
+
+
+def test_a_batch_submitted_after_a_worker_died_is_still_prepared(
+    tmp_path: Path, many_reports: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pool breaks between two submits: the later batch is retried, not lost."""
+    import worker_crash
+
+    write_report(
+        many_reports,
+        "group-0/a-poison",
+        title="Kills its parser",
+        date="2026-05-02",
+        tags={},
+        files={"notes.txt": long_text(3)},
+    )
+    reports = [r for r in discover(many_reports).reports if r.key.startswith("group-")]
+    poison = next(r for r in reports if "poison" in r.key)
+    others = [r for r in reports if r is not poison and r.key != "group-0/report-00"][:3]
+    died = tmp_path / "died"
+    monkeypatch.setenv(worker_crash.DIED_ENV, str(died))
+    monkeypatch.setattr(workers, "BATCH_FILES", 1)  # one report a batch
+    monkeypatch.setattr(workers, "prepare_batch", worker_crash.prepare_batch_or_die)
+
+    def tasks() -> Iterator[workers.Task]:
+        yield (poison, None, "signature")
+        yield (others[0], None, "signature")
+        # Batches look one task ahead: the poison is submitted now. Its worker
+        # is gone (and the pool has seen it) before the next batch is submitted.
+        for _ in range(200):
+            if died.exists():
+                break
+            time.sleep(0.05)
+        time.sleep(0.5)
+        for report in others[1:]:
+            yield (report, None, "signature")
+
+    prepared = workers.prepare_in_order(many_reports, tasks(), chunk_tokens=256, workers=1)
+    with closing(prepared) as run:
+        outcomes = {task[0].key: outcome for task, outcome in run}
+    assert died.exists()
+    assert list(outcomes) == [poison.key] + [r.key for r in others]
+    assert outcomes[poison.key] == "the parser process died while reading this report"
+    assert [outcomes[r.key] for r in others if isinstance(outcomes[r.key], str)] == []
 
 
 def _task(key: str, files: int) -> workers.Task:

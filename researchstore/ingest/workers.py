@@ -302,11 +302,15 @@ def prepare_in_order(
 
     def submit(batch: list[Task]) -> None:
         jobs = [(report, known.report_id if known else None, sig) for report, known, sig in batch]
-        if _all_started(pool, workers):
-            future = pool.submit(prepare_batch, root, jobs, chunk_tokens, seconds)
-        else:  # this submit may start a worker
-            with _main_module_hidden(), _sigint_held():
+        future: Future[list[PreparedReport | str]]
+        try:
+            with _main_module_hidden(), _sigint_held():  # a submit may start a worker
                 future = pool.submit(prepare_batch, root, jobs, chunk_tokens, seconds)
+        except BrokenProcessPool as broken:
+            # A worker died after the last result was read: the batch fails
+            # as one in flight would, and is retried below like them.
+            future = Future()
+            future.set_exception(broken)
         window.append((batch, future))
 
     try:
@@ -362,13 +366,3 @@ def _why_it_died(report: ReportSource, waited: float, seconds: float | None) -> 
             f"({seconds:g} s per file; {PARSE_SECONDS_ENV} sets it)"
         )
     return "the parser process died while reading this report"
-
-
-def _all_started(pool: ProcessPoolExecutor, workers: int) -> bool:
-    """Whether the pool has started all its workers, so that a submit starts none.
-
-    Read from CPython's own record of them; where it is missing, the answer
-    is no, and every submit is guarded as one that starts a worker.
-    """
-    processes = getattr(pool, "_processes", None)
-    return isinstance(processes, dict) and len(processes) >= workers
