@@ -3,6 +3,7 @@ Tantivy's analyzer less its stemmer otherwise) agree with the index's analyzer."
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -37,6 +38,7 @@ _EDGES = [
 ]
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(_EDGES) | st.text(max_size=30), max_size=30).map(" ".join))
 def test_any_text_is_counted_as_the_index_analyses_it(text: str) -> None:

@@ -94,10 +94,12 @@ def cycles(*, type_checking: bool = False) -> list[list[str]]:
     return groups
 
 
+@pytest.mark.slow
 def test_no_import_cycles_lazy_imports_included() -> None:
     assert cycles() == []
 
 
+@pytest.mark.slow
 def test_no_import_cycles_type_checking_imports_included() -> None:
     """A loop closed only by ``if TYPE_CHECKING:`` imports still ties the modules
     in it together: none can be read, typed or moved without the others."""
@@ -174,6 +176,7 @@ def test_the_store_imports_only_its_floor() -> None:
     assert imported_modules("researchstore.store", type_checking=True) <= STORE_FLOOR
 
 
+@pytest.mark.slow
 def test_nothing_below_the_store_imports_what_is_built_on_it() -> None:
     graph = {name: imported_modules(name, type_checking=True) for name in MODULES}
     below = reached_from("researchstore.store", graph)
@@ -242,6 +245,7 @@ def test_the_floor_rule_sees_an_import_upward(monkeypatch: pytest.MonkeyPatch) -
         test_a_floor_imports_nothing_above_it()
 
 
+@pytest.mark.slow
 def test_only_the_store_reaches_into_its_index_sync() -> None:
     """``Store.sync`` is the store's own: other modules ask the store (``search_index``,
     ``feed_indexes``...), never the ``IndexSync`` behind it."""
@@ -257,6 +261,7 @@ def test_only_the_store_reaches_into_its_index_sync() -> None:
     assert reaching == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("dependency", "owner"),
     [
@@ -323,6 +328,7 @@ def test_importing_the_library_loads_no_http_or_mcp_stack(code: str) -> None:
     assert result.stdout.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_the_ingest_pipeline_counts_tokens_without_the_word_index() -> None:
     """Ingest counts tokens with ``analysis.py``, a leaf under the word index:
     importing the pipeline does not load the index's module."""
@@ -377,6 +383,7 @@ def table_writers() -> dict[str, list[str]]:
     return writers
 
 
+@pytest.mark.slow
 def test_each_table_is_written_by_one_module() -> None:
     """One door per table (datasette's ``execute_write_fn``): its INSERT, UPDATE,
     DELETE and REPLACE are in one module, and every other caller goes through it."""
@@ -384,6 +391,7 @@ def test_each_table_is_written_by_one_module() -> None:
     assert shared == {}
 
 
+@pytest.mark.slow
 def test_the_table_writers_are_found() -> None:
     """The check above sees the writes it is meant to: a table each module is known to write."""
     writers = table_writers()
@@ -430,6 +438,7 @@ def foreign_private_names(source: str) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_no_module_reads_another_library_s_private_names() -> None:
     reads = {
         name: found

@@ -436,6 +436,7 @@ def _timestamp(ms: int) -> str:
     return f"{hours:02d}:{minutes:02d}:{seconds:02d}.{millis:03d}"
 
 
+@pytest.mark.slow
 @given(st.lists(CUE, min_size=1, max_size=25))
 def test_random_cues_round_trip(cues: list[tuple[int, int, list[str]]]) -> None:
     ordered = sorted(cues, key=lambda cue: cue[0])

@@ -98,6 +98,7 @@ def test_nothing_readable_gives_no_chunk() -> None:
     assert chunk_segments([])[1] == []
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(st.lists(PARAGRAPH, min_size=1, max_size=12), st.integers(min_value=8, max_value=300))
 def test_chunks_are_ordered_slices_that_cover_the_text(paragraphs: list[str], target: int) -> None:
@@ -126,6 +127,7 @@ def test_caption_chunks_are_ordered_in_time(lines: list[str], target: int) -> No
         assert chunk.start_ms < chunk.end_ms
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=400) | st.lists(WORDS, max_size=80).map(" ".join))
 def test_token_counts_are_the_tokens_the_index_stores(text: str) -> None:
@@ -140,6 +142,7 @@ _ASCII = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,;:!?'
 _EDGES = ["The", "AND", "is", "iT", "x" * 39, "Y" * 40, "thee", "andes", "a1", "the9"]
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(_EDGES) | st.text(_ASCII, max_size=45), max_size=60).map(" ".join))
 def test_an_ascii_text_is_counted_as_tantivy_counts_it(text: str) -> None:

@@ -188,6 +188,7 @@ def test_the_cli_modules_import_only_common() -> None:
 # -- ingest -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_ingest_prints_a_summary_and_again_is_unchanged(ingested: Ingested, tmp_path: Path) -> None:
     source = tmp_path / "source"
     source.mkdir()
@@ -220,6 +221,7 @@ HOLDER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_ingest_while_another_process_writes_exits_75(tmp_path: Path) -> None:
     source = tmp_path / "source"
     source.mkdir()
@@ -244,6 +246,7 @@ def test_ingest_while_another_process_writes_exits_75(tmp_path: Path) -> None:
 # -- search -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_search_lists_hits(ingested: Ingested) -> None:
     result = invoke("search", ingested.db, "varroa")
     assert result.exit_code == 0, result.output
@@ -654,6 +657,7 @@ def test_call_reads_arguments_from_standard_input(ingested: Ingested) -> None:
     assert envelope_of(result)["result"]["chunk"]["chunk_id"] == ingested.chunk_id
 
 
+@pytest.mark.slow
 def test_a_one_shot_lookup_leaves_the_word_index_unloaded_and_a_search_loads_it(
     ingested: Ingested,
 ) -> None:

@@ -103,6 +103,7 @@ def test_a_template_is_bounded_before_it_is_read_as_markup(lexbor_reads: list[in
     assert max(lexbor_reads) == MAX_ATTRIBUTES
 
 
+@pytest.mark.slow
 def test_a_page_of_crowded_elements_keeps_every_element_and_its_text() -> None:
     cells = "".join(
         f"<section {attributes(300, first=f'id=cell-{number}')}>"
@@ -148,6 +149,7 @@ _PIECES = [
 _MARKUP = st.lists(st.sampled_from(_PIECES), max_size=40).map("".join)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(html_rules._speedups is None, reason="the C speedup is not built")
 @settings(max_examples=800, deadline=None)
 @given(_MARKUP)
@@ -158,6 +160,7 @@ def test_the_c_speedup_counts_attributes_as_python_does(markup: str) -> None:
     ) == html_rules._most_attributes(markup)
 
 
+@pytest.mark.slow
 @settings(max_examples=800, deadline=None)
 @given(_MARKUP, st.integers(0, 3))
 def test_the_cut_leaves_no_tag_with_more_attributes(markup: str, most: int) -> None:
@@ -184,6 +187,7 @@ _TEXT_PIECES = [
 ]  # fmt: skip
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(
@@ -206,6 +210,7 @@ def test_runs_of_sentences_give_the_chunks_of_one_sentence_at_a_time(
         assert chunk_blocks(blocks, target_tokens=target) == found
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(st.sampled_from([" ", "  ", "\t", "\n", "\u00a0", "\u2003", "a", "bc"])).map("".join)

@@ -162,6 +162,7 @@ def make_search_panic(db: Path) -> None:
 # -- 4. an empty or missing store file beside an index ---------------------------
 
 
+@pytest.mark.slow
 def test_an_emptied_store_file_is_refused_and_its_index_left_alone(
     tmp_path: Path, source_dir: Path
 ) -> None:
@@ -184,6 +185,7 @@ def test_an_emptied_store_file_is_refused_and_its_index_left_alone(
     assert db.stat().st_size == 0
 
 
+@pytest.mark.slow
 def test_a_removed_store_file_is_not_recreated_over_its_index(
     tmp_path: Path, source_dir: Path
 ) -> None:
@@ -306,6 +308,7 @@ def test_an_index_holding_a_chunk_the_store_lacks_is_rebuilt_on_opening(
 FLIPS = {"store": "check", "idx": "check", "term": "check", "pos": "check", "fast": "opening"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extension", list(FLIPS))
 def test_flipped_bytes_in_a_segment_are_found(
     tmp_path: Path, source_dir: Path, extension: str
@@ -415,6 +418,7 @@ def test_a_first_delete_after_a_killed_run_survives_the_merge_it_starts(tmp_path
 # -- 6. a panic in Tantivy ---------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_panic_in_a_search_is_one_error_and_the_index_is_rebuilt(
     tmp_path: Path, source_dir: Path
 ) -> None:
@@ -638,6 +642,7 @@ def overwrite_table_root(db: Path, table: str) -> None:
         handle.write(bytes([0xA5]) * page_size)
 
 
+@pytest.mark.slow
 def test_a_damaged_store_file_gives_a_clear_error_and_leaves_no_folder(
     tmp_path: Path, source_dir: Path
 ) -> None:
@@ -660,6 +665,7 @@ def test_a_damaged_store_file_gives_a_clear_error_and_leaves_no_folder(
     assert leftovers(db) == []
 
 
+@pytest.mark.slow
 def test_check_reports_a_damaged_page_the_index_does_not_need(
     tmp_path: Path, source_dir: Path
 ) -> None:
@@ -704,6 +710,7 @@ def test_rebuild_folders_of_ended_processes_are_removed_on_open(
         alive.wait()
 
 
+@pytest.mark.slow
 def test_a_killed_rebuild_leaves_nothing_after_the_next_open(
     tmp_path: Path, source_dir: Path
 ) -> None:

@@ -145,6 +145,7 @@ def test_any_bytes_decode_without_error(data: bytes) -> None:
 
 
 # Text without NUL characters: "a\x00b\x00" is, byte for byte, UTF-16.
+@pytest.mark.slow
 @given(
     st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), max_size=300)
 )

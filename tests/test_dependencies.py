@@ -67,6 +67,7 @@ def _distributions(module: str) -> set[str]:
     return {name.lower().replace("_", "-") for name in INSTALLED.get(module, [])}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("folder", "allowed"),
     [

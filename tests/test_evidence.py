@@ -270,6 +270,7 @@ def test_bad_arguments_are_invalid_input(
 # -- url_text ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_page_becomes_searchable_workspace_evidence(
     evidence_store: Store, evidence_site: Site
 ) -> None:
@@ -372,6 +373,7 @@ def test_plain_text_and_a_declared_language_mismatch(
     assert other["result"]["warnings"] == ["language_mismatch"]
 
 
+@pytest.mark.slow
 def test_limits_make_a_partial_result(evidence_store: Store, evidence_site: Site) -> None:
     long = call(evidence_store, arguments(evidence_site.url("/long.html")))
     assert outcome(long) == ("partial", "text_limited")
@@ -560,6 +562,7 @@ def test_caption_outcomes(
     assert retrieval["evidence"] is None and retrieval["result"]["segments"] == []
 
 
+@pytest.mark.slow
 def test_caption_limits(evidence_store: Store, evidence_site: Site) -> None:
     bad = call(evidence_store, arguments(evidence_site.url("/bad-cues.vtt"), "published_captions"))
     assert outcome(bad) == ("partial", "invalid_cues")
@@ -722,6 +725,7 @@ def test_an_error_leaves_no_receipt(
 # -- evidence ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_revision_rises_only_when_the_content_changes(
     evidence_store: Store, evidence_site: Site
 ) -> None:

@@ -343,6 +343,7 @@ def test_the_total_deadline_beats_a_slow_drip(site: Site, monkeypatch: pytest.Mo
     assert slow.client_left and 8 <= slow.sent < slow.limit, slow.sent
 
 
+@pytest.mark.slow
 def test_cancel_stops_a_fetch_between_reads(site: Site) -> None:
     cancel = threading.Event()
     # Cancelled after the third byte; uncancelled, the drip would outlast the 5 s
@@ -395,6 +396,7 @@ def test_resolution_failures(spy: SocketSpy, failure: OSError, reason: str) -> N
     assert spy.sockets == 0
 
 
+@pytest.mark.slow
 def test_a_resolver_that_never_answers_is_no_egress() -> None:
     release = threading.Event()
     answered = threading.Event()

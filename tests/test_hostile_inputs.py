@@ -445,6 +445,7 @@ def test_parse_refuses_a_fifo_instead_of_waiting_on_it(tmp_path: Path) -> None:
     assert (described["status"], described["reason"]) == ("invalid", "not_regular")
 
 
+@pytest.mark.slow
 def test_text_without_a_space_is_cut_into_bounded_chunks(tmp_path: Path) -> None:
     from researchstore.ingest.chunking import max_chunk_chars
 

@@ -100,6 +100,7 @@ def test_an_argument_named_by_a_lone_surrogate_is_invalid_input(served: Served) 
     json.dumps(envelope, ensure_ascii=False).encode("utf-8")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("depth", [40, DEEP, 200_000])
 def test_arguments_nested_deep_are_invalid_input(served: Served, depth: int) -> None:
     for arguments in ({"chunk_id": nested(depth)}, {"tags": {"a": nested(depth)}, "query": "x"}):
@@ -318,6 +319,7 @@ def initialize(client: TestClient, key: str, **headers: str) -> int:
     return status
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bound", LOOPBACK_BINDS)
 def test_web_bound_to_loopback_answers_only_loopback_names(served: Served, bound: str) -> None:
     with web_client(served.store, bound) as client:
@@ -333,6 +335,7 @@ def test_web_bound_to_loopback_answers_only_loopback_names(served: Served, bound
         assert client.get("/index.json", headers=mine).status_code == 200
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bound", LOOPBACK_BINDS)
 def test_serve_bound_to_loopback_answers_only_loopback_names(served: Served, bound: str) -> None:
     with serve_client(served, bound) as client:

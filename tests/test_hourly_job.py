@@ -61,6 +61,7 @@ def _embedded_store(db: Path, source: Path) -> None:
 # -- no model for nothing --------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_embedding_with_nothing_to_embed_loads_no_model(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -136,6 +137,7 @@ def test_the_embed_line_tells_older_chunks_and_nothing_to_do(
 # -- a source that is gone -------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_vanished_source_fails_alone_and_the_others_are_refreshed(tmp_path: Path) -> None:
     kept, gone = _two_sources(tmp_path)
     db = tmp_path / "r.db"
@@ -169,6 +171,7 @@ def test_a_vanished_source_fails_alone_and_the_others_are_refreshed(tmp_path: Pa
     assert titles == {"Bees", "Moths", "River", "Lake"}  # the vanished source's kept whole
 
 
+@pytest.mark.slow
 def test_remove_source_takes_its_reports_out_of_store_and_index(tmp_path: Path) -> None:
     kept, gone = _two_sources(tmp_path)
     db = tmp_path / "r.db"
@@ -228,6 +231,7 @@ def test_remove_source_takes_its_reports_out_of_store_and_index(tmp_path: Path) 
     assert again.returncode == 0, again.stdout + again.stderr
 
 
+@pytest.mark.slow
 def test_remove_source_of_an_unknown_name_is_invalid_input(store: Store) -> None:
     with pytest.raises(InvalidInput, match="no source named 'nowhere'"):
         store.remove_source("nowhere")

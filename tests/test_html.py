@@ -471,6 +471,7 @@ def test_a_cut_multibyte_character_does_not_change_the_encoding() -> None:
     assert doc.blocks[0].text == "ø" * 5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tag", ["div", "span", "section", "x-box", "blockquote"])
 def test_deep_nesting_does_not_recurse(tag: str) -> None:
     depth = 100_000
@@ -739,6 +740,7 @@ def test_paragraphs_are_read_by_their_nearest_block_and_scored() -> None:
     assert own[bare] == len("Bare div，text、here، long enough to score")
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(_markup(), st.integers(min_value=1, max_value=200))
 def test_paragraphs_are_read_within_the_node_budget(body: str, max_nodes: int) -> None:
@@ -818,6 +820,7 @@ def test_the_walk_reads_each_kind_of_block() -> None:
     assert quote == pytest.approx(len("linked") / len("Quoted.\nTwice, linked."))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     _markup(_WALK_TEXTS, _WALK_INLINES, _WALK_CONTAINERS),
@@ -834,6 +837,7 @@ def test_the_walk_keeps_to_its_node_budget(body: str, max_nodes: int) -> None:
         assert walker._budget >= 0
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(_markup(), st.sampled_from(["", "<template shadowrootmode=open><p>shadow</p></template>"]))
 def test_a_page_read_from_its_bytes_reads_as_from_its_text(body: str, extra: str) -> None:

@@ -105,6 +105,7 @@ def search(store: Store, query: str, **args: Any) -> list[dict[str, Any]]:
 # -- the summary and "no file silently dropped" -------------------------------
 
 
+@pytest.mark.slow
 def test_summary_counts(ingested: Ingested) -> None:
     summary = ingested.summary
     assert (summary.new, summary.modified, summary.unchanged, summary.removed, summary.failed) == (
@@ -918,6 +919,7 @@ def test_non_string_tag_values_are_filterable_as_json_spells_them(tmp_path: Path
 # -- re-ingest ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_reingest_unchanged_touches_nothing(ingested: Ingested) -> None:
     store = ingested.store
     before = {row[0] for row in store._conn.execute("SELECT chunk_id FROM chunks")}

@@ -51,6 +51,7 @@ def _cache_file(cache: Path) -> Path:
     return written
 
 
+@pytest.mark.slow
 def test_once_written_the_cache_is_read_not_the_package_model(
     identifiers: tuple[Any, Any], cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -73,6 +74,7 @@ def test_once_written_the_cache_is_read_not_the_package_model(
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("text", SAMPLES)
 def test_the_cached_model_answers_as_the_package_model(
     identifiers: tuple[Any, Any], text: str
@@ -97,6 +99,7 @@ def _copy_cache(cache: Path, tmp_path: Path) -> tuple[Path, str]:
     return copy, source.name.split("-")[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "damage",
     ["a byte of the arrays", "the header", "the magic", "cut short", "empty", "another source"],
@@ -126,6 +129,7 @@ def test_a_damaged_cache_is_not_used(
     assert read_cache(copy, source=digest, languages=DETECTED_LANGUAGES[:-1]) is None
 
 
+@pytest.mark.slow
 def test_a_damaged_cache_is_replaced_by_a_sound_one(
     identifiers: tuple[Any, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -140,6 +144,7 @@ def test_a_damaged_cache_is_replaced_by_a_sound_one(
     assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary file left
 
 
+@pytest.mark.slow
 def test_without_a_folder_to_write_the_package_model_is_used(
     identifiers: tuple[Any, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

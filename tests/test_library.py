@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from helpers import FIXTURE_SOURCE, HashingEmbedder
 
 import researchstore
@@ -16,6 +17,7 @@ def test_the_old_name_store_opens_a_library() -> None:
     assert researchstore.Store is researchstore.Library is Library
 
 
+@pytest.mark.slow
 def test_a_bare_store_has_no_tools_but_reads_what_a_library_wrote(tmp_path: Path) -> None:
     db = tmp_path / "research.db"
     with Library(db, progress=False) as library:
@@ -35,6 +37,7 @@ def test_a_bare_store_has_no_tools_but_reads_what_a_library_wrote(tmp_path: Path
     ]
 
 
+@pytest.mark.slow
 def test_a_bare_store_searches_by_words_even_where_vectors_are(tmp_path: Path) -> None:
     """The model that embeds queries is the library's: a bare store loads none,
     and a search by meaning on it says to open a Library."""

@@ -137,6 +137,7 @@ def big_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # -- sources ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_sources_json_has_each_source_with_what_was_ingested(ingested: Ingested) -> None:
     listed = json_of(invoke("sources", ingested.db, "--json"))["sources"]
     assert [source["name"] for source in listed] == ["fixtures", "notes"]
@@ -479,6 +480,7 @@ def test_export_into_a_missing_folder_fails_clearly(ingested: Ingested, tmp_path
     assert "cannot write" in result.stderr and "No such file or directory" in result.stderr
 
 
+@pytest.mark.slow
 def test_export_streams_its_first_rows_before_reading_the_rest(big_store: Path) -> None:
     """SQLite's virtual machine counts its steps: few have run by the first write."""
     steps = 0
@@ -506,6 +508,7 @@ def test_export_streams_its_first_rows_before_reading_the_rest(big_store: Path) 
     assert out.steps_then < steps / 10
 
 
+@pytest.mark.slow
 def test_export_memory_is_bounded_by_a_batch(big_store: Path) -> None:
     """Far less is held at once than is written: a batch of rows, and the decoding caches."""
 
@@ -529,6 +532,7 @@ def test_export_memory_is_bounded_by_a_batch(big_store: Path) -> None:
     assert peak < out.written / 4
 
 
+@pytest.mark.slow
 def test_export_stops_quietly_when_the_reader_goes(big_store: Path) -> None:
     with subprocess.Popen(
         [*CLI, "export", str(big_store)], stdout=subprocess.PIPE, stderr=subprocess.PIPE

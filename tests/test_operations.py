@@ -664,6 +664,7 @@ def test_kill_9_of_the_run_leaves_no_worker_or_tracker_running(
         assert report["consistent"] and report["pending"] == 0, report
 
 
+@pytest.mark.slow
 def test_workers_die_with_their_parent_and_leave_ctrl_c_to_it() -> None:
     """The worker initializer, run in a child of a child: the grandchild must die
     with its parent, and ignore SIGINT meanwhile."""
@@ -696,6 +697,7 @@ def test_workers_die_with_their_parent_and_leave_ctrl_c_to_it() -> None:
         wait_until_gone({worker: (stat[2], "worker")})
 
 
+@pytest.mark.slow
 def test_a_log_reader_that_goes_away_stops_the_printing_not_the_run(tmp_path: Path) -> None:
     """``ingest ... | head -1``: the pipe closes early; every report is still stored."""
     import fcntl

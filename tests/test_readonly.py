@@ -207,6 +207,7 @@ def test_a_read_only_file_serves_every_read_tool_and_refuses_writes(tmp_path: Pa
 # -- without root: a store opened read-only ------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_store_opened_read_only_reads_and_refuses_every_write(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -228,6 +229,7 @@ def test_a_store_opened_read_only_reads_and_refuses_every_write(
     assert wal_bytes(db) == 0
 
 
+@pytest.mark.slow
 def test_pending_index_work_waits_on_a_read_only_store_and_check_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -250,6 +252,7 @@ def test_pending_index_work_waits_on_a_read_only_store_and_check_says_so(
     conn.close()
 
 
+@pytest.mark.slow
 def test_a_read_only_store_that_needs_a_migration_is_refused(tmp_path: Path) -> None:
     db, _ = build(tmp_path)
     with sqlite3.connect(db) as conn:

@@ -794,6 +794,7 @@ def test_a_removed_reports_id_is_never_given_to_another_report(
 # -- a source that is not there -------------------------------------------------
 
 
+@pytest.mark.slow
 def test_an_emptied_source_root_removes_nothing(tmp_path: Path) -> None:
     root, db = tmp_path / "source", tmp_path / "r.db"
     sync_source(root, crash_source(1))
@@ -819,6 +820,7 @@ def test_an_emptied_source_root_removes_nothing(tmp_path: Path) -> None:
     assert raw_snapshot(db) == expected(crash_source(1))
 
 
+@pytest.mark.slow
 def test_a_missing_source_root_is_a_failure_and_changes_nothing(tmp_path: Path) -> None:
     root, db = tmp_path / "source", tmp_path / "r.db"
     sync_source(root, crash_source(1))

@@ -83,6 +83,7 @@ TAG_FILTERS_REFUSED = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tags", TAG_FILTERS_REFUSED.values(), ids=TAG_FILTERS_REFUSED.keys())
 def test_a_tag_filter_is_bounded_and_its_schema_says_so(
     fixture_store: Store, tags: dict[str, Any]
@@ -92,6 +93,7 @@ def test_a_tag_filter_is_bounded_and_its_schema_says_so(
     assert published_schema_refuses("research_chunk_search", arguments)
 
 
+@pytest.mark.slow
 def test_the_largest_tag_filter_allowed_is_served(fixture_store: Store) -> None:
     tags = {
         "a" * (MAX_TAG_NAME_LENGTH - 3) + f"{n:03}": ["s" * MAX_TAG_VALUE_LENGTH] * MAX_TAG_VALUES

@@ -203,6 +203,7 @@ def _c_texts() -> st.SearchStrategy[str]:
     return st.lists(piece, max_size=120).map("".join)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(_speedups is None, reason="the C speedup is not built")
 @settings(max_examples=300, deadline=None)
 @given(

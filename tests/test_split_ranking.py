@@ -99,6 +99,7 @@ queries = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(text=queries, limit=st.integers(1, 40), offset=st.sampled_from([0, 0, 1, 7, 15, 40]))
 @example(text='"frame frame" cell swarm cell', limit=20, offset=7)  # twins round apart

@@ -131,6 +131,7 @@ def test_an_index_ahead_of_the_store_is_rebuilt(tmp_path: Path, source_dir: Path
         assert json.loads(sidecar.read_text())["applied_seq"] == data["applied_seq"]
 
 
+@pytest.mark.slow
 def test_a_crash_between_sqlite_and_index_commit_is_repaired_on_open(
     tmp_path: Path, source_dir: Path
 ) -> None:

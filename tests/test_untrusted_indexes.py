@@ -127,6 +127,7 @@ def _assert_answers(answer: dict[str, Any], expected: dict[str, list[str]]) -> N
         assert hits == expected[mode], (mode, answer)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("read_only", [False, True], ids=["writable", "read-only"])
 @pytest.mark.parametrize(
     "alter",
@@ -147,6 +148,7 @@ def test_an_altered_vector_graph_in_the_store_file_is_rebuilt_not_read(
     assert any(repair.startswith("vectors ") for repair in answer["repairs"]), answer
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("read_only", [False, True], ids=["writable", "read-only"])
 def test_a_graph_built_on_another_machine_is_rebuilt_here(
     tmp_path: Path, built: tuple[Path, dict[str, list[str]]], read_only: bool
@@ -168,6 +170,7 @@ def test_a_graph_built_on_another_machine_is_rebuilt_here(
         _assert_answers(again, expected)
 
 
+@pytest.mark.slow
 def test_a_vector_folder_changed_since_it_was_built_is_rebuilt(
     built: tuple[Path, dict[str, list[str]]],
 ) -> None:
@@ -211,6 +214,7 @@ def _assert_hits_or_clear_errors(answer: dict[str, Any], expected: dict[str, lis
             assert hits == expected[mode], answer
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("keep_checksum", [False, True], ids=["checksum-fails", "checksum-kept"])
 @pytest.mark.parametrize("suffix", [".store", ".term", ".idx"])
 @pytest.mark.parametrize("read_only", [False, True], ids=["writable", "read-only"])
@@ -240,6 +244,7 @@ def test_altered_tantivy_files_give_a_clear_error_or_a_rebuild_never_a_crash(
     _assert_answers(_search_in_child(copy, read_only=False), expected)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suffix", [".store", ".idx"])
 @pytest.mark.parametrize("read_only", [False, True], ids=["writable", "read-only"])
 def test_tantivy_files_altered_with_their_checksums_are_rebuilt_when_met_damaged_again(
@@ -275,6 +280,7 @@ def test_tantivy_files_altered_with_their_checksums_are_rebuilt_when_met_damaged
 # -- values of another type where the store keeps bytes ---------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("read_only", [False, True], ids=["writable", "read-only"])
 def test_a_packed_file_held_as_text_is_refused_and_the_index_rebuilt(
     tmp_path: Path, built: tuple[Path, dict[str, list[str]]], read_only: bool
@@ -292,6 +298,7 @@ def test_a_packed_file_held_as_text_is_refused_and_the_index_rebuilt(
     assert any("holds str where the bytes of" in repair for repair in answer["repairs"]), answer
 
 
+@pytest.mark.slow
 def test_a_vector_of_another_size_is_left_out_and_check_says_so(
     tmp_path: Path, built: tuple[Path, dict[str, list[str]]]
 ) -> None:

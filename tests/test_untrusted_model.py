@@ -51,6 +51,7 @@ def _recording_loader(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     return asked
 
 
+@pytest.mark.slow
 def test_searching_never_loads_the_folder_the_file_names(
     planted: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -61,6 +62,7 @@ def test_searching_never_loads_the_folder_the_file_names(
     assert asked == [None]  # the installed default, never ``folder``
 
 
+@pytest.mark.slow
 def test_embedding_never_loads_the_folder_the_file_names(
     planted: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -257,6 +257,7 @@ def _search_in_a_child(db: Path, env: dict[str, str]) -> dict[str, object]:
     return answer
 
 
+@pytest.mark.slow
 def test_another_snapshot_opened_elsewhere_never_swaps_the_index_of_an_open_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -148,6 +148,7 @@ HOSTILE: dict[str, tuple[tuple[str, ...], str]] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("case", sorted(HOSTILE))
 def test_sql_of_the_files_own_is_refused_by_name_and_never_runs(
@@ -183,6 +184,7 @@ def test_opening_refuses_in_process_with_the_objects_in_its_details(
     ]
 
 
+@pytest.mark.slow
 def test_keys_revoke_never_says_revoked_under_a_trigger_that_undoes_it(
     template: tuple[Path, str], tmp_path: Path
 ) -> None:
@@ -196,6 +198,7 @@ def test_keys_revoke_never_says_revoked_under_a_trigger_that_undoes_it(
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_keys_create_makes_no_key_under_a_trigger_that_widens_it(
     template: tuple[Path, str], tmp_path: Path
 ) -> None:
@@ -210,6 +213,7 @@ def test_keys_create_makes_no_key_under_a_trigger_that_widens_it(
     assert rows(db, "SELECT key_id, scopes, workspaces FROM api_keys") == keys_before
 
 
+@pytest.mark.slow
 def test_check_reports_sql_of_the_files_own_and_exits_1(
     template: tuple[Path, str], tmp_path: Path
 ) -> None:
@@ -233,6 +237,7 @@ def test_the_digest_of_the_current_schema_is_current() -> None:
     )
 
 
+@pytest.mark.slow
 def test_a_current_store_opens_without_running_the_migrations(
     template: tuple[Path, str], tmp_path: Path
 ) -> None:
@@ -394,6 +399,7 @@ def test_a_caption_time_of_another_type_is_shown_as_none_on_the_pages(
                 assert client.get(page).status_code == 200, page
 
 
+@pytest.mark.slow
 def test_bytes_where_text_belongs_are_answered_as_text_on_every_json_surface(
     template: tuple[Path, str], tmp_path: Path
 ) -> None:

@@ -61,6 +61,7 @@ def first_hit(client: TestClient, query: str) -> dict[str, Any]:
 # -- the store at a glance ------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_home_page_shows_sources_counts_runs_statuses_and_the_index(
     client: TestClient, web_store: Store, built: Built
 ) -> None:
@@ -108,6 +109,7 @@ def test_the_overview_is_read_again_only_when_the_store_changes(tmp_path: Path) 
 # -- search --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_search_shows_hits_with_titles_dates_marked_snippets_and_tags(
     client: TestClient, web_store: Store
 ) -> None:

@@ -65,6 +65,7 @@ def test_worker_processes_store_what_one_process_stores(
     assert summary.failures[0]["report"] == "group-0/report-00"
 
 
+@pytest.mark.slow
 def test_a_worker_that_dies_fails_only_the_report_it_was_reading(
     tmp_path: Path, many_reports: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -96,6 +97,7 @@ def test_a_worker_that_dies_fails_only_the_report_it_was_reading(
     assert len(summary.failures) == 2  # and the broken report.json, as in one process
 
 
+@pytest.mark.slow
 def test_a_batch_submitted_after_a_worker_died_is_still_prepared(
     tmp_path: Path, many_reports: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
