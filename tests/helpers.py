@@ -116,6 +116,18 @@ def norwegian_source(root: Path) -> Path:
     return root
 
 
+def rewrite(path: Path, data: bytes) -> None:
+    """Give ``path`` new contents as a new file, never truncating the one a process may map.
+
+    An index file may still be mapped by a store this process closed but the
+    garbage collector has not freed yet; a file truncated under a mapping
+    raises SIGBUS wherever the mapping is read past its new end.
+    """
+    temporary = path.with_name(path.name + ".new")
+    temporary.write_bytes(data)
+    os.replace(temporary, path)
+
+
 def long_text(paragraphs: int, *, seed: int = 0) -> str:
     """Paragraphs of distinct sentences, enough for several chunks."""
     out = []

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import json
-import os
 import re
 import shutil
 import signal
@@ -25,7 +24,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import forget_packed_indexes, mcp_http_server, mcp_http_session, program, run_cli
+from helpers import (
+    forget_packed_indexes,
+    mcp_http_server,
+    mcp_http_session,
+    program,
+    rewrite,
+    run_cli,
+)
 from mcp import ClientSession
 
 from researchstore import TOOLS, DiskFull, Store, StoreDamaged, call_tool
@@ -58,13 +64,6 @@ def index_folder(db: Path) -> Path:
 def largest_segment(folder: Path) -> str:
     """The id of the segment holding the most (it has the largest ``.store`` file)."""
     return max(folder.glob("*.store"), key=lambda path: path.stat().st_size).stem
-
-
-def rewrite(path: Path, data: bytes) -> None:
-    """Give ``path`` new contents as a new file, never truncating the one a process may map."""
-    temporary = path.with_name(path.name + ".new")
-    temporary.write_bytes(data)
-    os.replace(temporary, path)
 
 
 def flip(path: Path, *, at: float = 0.5, length: int = 32) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import HashingEmbedder, long_text, write_report
+from helpers import HashingEmbedder, long_text, rewrite, write_report
 
 from researchstore import Store
 from researchstore.storage.sync import IndexSync
@@ -222,11 +222,12 @@ def test_a_copy_is_written_back_without_waiting_for_the_disk_and_again_after_a_r
         assert _answers(store, limit=20) == expected
         assert store.sync.repairs == []
     # A restart: they may never have reached the disk. Damage them as a lost
-    # page cache would, and see them written back again.
+    # page cache would (as new files: see helpers.rewrite), and see them
+    # written back again.
     boot.write_text("boot-2\n")
     for file in folder.iterdir():
         if file.name != SIDECAR and file.suffix in {".idx", ".term", ".store"}:
-            file.write_bytes(b"\0" * file.stat().st_size)
+            rewrite(file, b"\0" * file.stat().st_size)
     with Store(copy, progress=False) as store:
         assert store.sync.repairs == [
             "index restored from the store file (written back before the machine "

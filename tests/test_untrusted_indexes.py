@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import HashingEmbedder, long_text, program, write_report
+from helpers import HashingEmbedder, long_text, program, rewrite, write_report
 
 from researchstore import Store
 
@@ -178,7 +178,7 @@ def test_a_vector_folder_changed_since_it_was_built_is_rebuilt(
     [graph] = db.with_name(db.name + ".vectors").glob("*.usearch")
     data = bytearray(graph.read_bytes())
     _far_ids_at_the_end(data)
-    graph.write_bytes(bytes(data))
+    rewrite(graph, bytes(data))
     answer = _search_in_child(db, read_only=False)
     _assert_answers(answer, expected)
     assert any("not built on this machine" in repair for repair in answer["repairs"]), answer
@@ -332,7 +332,7 @@ def test_check_of_a_read_only_store_says_to_remove_its_damaged_cache_not_to_rebu
     [segment] = list(folder.glob("*.term"))[:1]
     data = bytearray(segment.read_bytes())
     data[len(data) // 4] ^= 0xFF  # its checksum now fails
-    segment.write_bytes(bytes(data))
+    rewrite(segment, bytes(data))
     with Store(copy, progress=False, read_only=True) as store:
         report = store.check()
     [problem] = [problem for problem in report["problems"] if "word index" in problem]
