@@ -622,17 +622,18 @@ def test_receipts_expire(
 def test_a_concurrent_call_sees_the_receipt_running(
     evidence_store: Store, evidence_site: Site, config: RetrievalConfig
 ) -> None:
-    evidence_store.retrieval = replace(config, fetch=replace(config.fetch, timeout_s=1.0))
+    # The fetch runs for 2 s: time for the second call to find it running on a busy machine.
+    evidence_store.retrieval = replace(config, fetch=replace(config.fetch, timeout_s=2.0))
     args = arguments(evidence_site.url("/slow.html"))
     results: list[dict[str, Any]] = []
     worker = threading.Thread(target=lambda: results.append(call(evidence_store, args)))
     worker.start()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 10
     while time.monotonic() < deadline and not evidence_site.requests_for("/slow.html"):
         time.sleep(0.02)
     time.sleep(0.1)
     running = call(evidence_store, args)
-    worker.join(5)
+    worker.join(10)
     assert running["state"] == "running"
     assert (running["result"], running["evidence"], running["settled_at"]) == (None, None, None)
     assert results and outcome(results[0]) == ("unavailable", "timeout")
