@@ -128,6 +128,14 @@ def rewrite(path: Path, data: bytes) -> None:
     os.replace(temporary, path)
 
 
+def wait_for(done: Callable[[], object], what: str, *, seconds: float = 60) -> None:
+    """Poll ``done()`` until it is true; fail, naming ``what``, after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not done():
+        assert time.monotonic() < deadline, f"still waiting for {what}"
+        time.sleep(0.02)
+
+
 def long_text(paragraphs: int, *, seed: int = 0) -> str:
     """Paragraphs of distinct sentences, enough for several chunks."""
     out = []

@@ -15,7 +15,6 @@ from __future__ import annotations
 import itertools
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from helpers import (
     mcp_open_session,
     program,
     session_of,
+    wait_for,
 )
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -41,14 +41,6 @@ from researchstore.serving.mcp_server import CALLS_PER_KEY
 
 #: How long a test waits for an event that should come at once before failing.
 PATIENCE_S = 60
-
-
-def wait_for(done: Any, what: str) -> None:
-    """Poll ``done()`` until it is true (bounded: fails after ``PATIENCE_S``)."""
-    deadline = time.monotonic() + PATIENCE_S
-    while not done():
-        assert time.monotonic() < deadline, f"still waiting for {what}"
-        time.sleep(0.01)
 
 
 # -- in one process, and beside another process's writer ---------------------------

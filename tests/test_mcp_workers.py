@@ -28,23 +28,15 @@ from helpers import (
     WORKSPACE,
     mcp_headers,
     mcp_http_server,
+    wait_for,
 )
 
 from researchstore import Store
 from researchstore.serving.auth import create_key, revoke_key
 
-#: How long a test waits for an event that should come at once before failing.
-PATIENCE_S = 60
 QUERY = "varroa mite"
 
 _ids = itertools.count(1000)
-
-
-def wait_for(done: Any, what: str) -> None:
-    deadline = time.monotonic() + PATIENCE_S
-    while not done():
-        assert time.monotonic() < deadline, f"still waiting for {what}"
-        time.sleep(0.05)
 
 
 class Served:
